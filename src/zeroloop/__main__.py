@@ -1,0 +1,5 @@
+import sys
+
+from zeroloop.cli import main
+
+sys.exit(main())

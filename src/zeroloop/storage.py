@@ -1,0 +1,102 @@
+"""Files on disk: atomic writes and model files with metadata and a checksum.
+
+A model file is ``MAGIC`` + one JSON header line + a torch payload. The header
+names the game, the network shape, the payload's length and SHA-256, and any
+extra metadata; loading checks all of it and names the file in every error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from zeroloop.games import Game, make_game
+from zeroloop.nn.net import NetConfig, PolicyValueNet
+
+MODEL_MAGIC = b"ZEROLOOP-MODEL 1\n"
+
+
+class DamagedFileError(ValueError):
+    """A file that is truncated, corrupted or of the wrong kind."""
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` via a temporary file and a rename, so readers
+    (and a rerun after a kill) see the old file or the whole new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_model(path: str | os.PathLike, net: PolicyValueNet, game: Game,
+               meta: dict[str, Any] | None = None) -> None:
+    buf = io.BytesIO()
+    torch.save({k: v.detach().cpu() for k, v in net.state_dict().items()}, buf)
+    payload = buf.getvalue()
+    header = {
+        "game": game.name,
+        "net": net.config.to_dict(),
+        "payload_bytes": len(payload),
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "meta": meta or {},
+    }
+    atomic_write_bytes(path, MODEL_MAGIC + json.dumps(header).encode() + b"\n" + payload)
+
+
+def read_model_header(path: str | os.PathLike) -> dict[str, Any]:
+    header, _ = _read_model(Path(path))
+    return header
+
+
+def _read_model(path: Path) -> tuple[dict[str, Any], bytes]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: no such model file") from None
+    if not raw.startswith(MODEL_MAGIC):
+        raise DamagedFileError(f"{path}: not a zeroloop model file (bad magic)")
+    rest = raw[len(MODEL_MAGIC):]
+    line, sep, payload = rest.partition(b"\n")
+    try:
+        header = json.loads(line)
+        size, digest = int(header["payload_bytes"]), header["sha256"]
+    except (ValueError, KeyError, TypeError):
+        raise DamagedFileError(f"{path}: damaged model header") from None
+    if not sep or len(payload) != size:
+        raise DamagedFileError(f"{path}: truncated ({len(payload)} of {size} payload bytes)")
+    if hashlib.sha256(payload).hexdigest() != digest:
+        raise DamagedFileError(f"{path}: checksum mismatch, the file is damaged")
+    return header, payload
+
+
+def load_model(path: str | os.PathLike, game: Game | None = None
+               ) -> tuple[PolicyValueNet, Game, dict[str, Any]]:
+    """Load a model file; with ``game``, insist that the file was made for it."""
+    path = Path(path)
+    header, payload = _read_model(path)
+    if game is not None and header["game"] != game.name:
+        raise ValueError(f"{path}: model is for {header['game']!r}, not {game.name!r}")
+    game = game or make_game(header["game"])
+    net = PolicyValueNet.for_game(game, NetConfig(**header["net"]))
+    state = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
+    try:
+        net.load_state_dict(state)
+    except RuntimeError as exc:
+        raise DamagedFileError(f"{path}: weights do not fit the recorded net shape ({exc})") from None
+    return net, game, header.get("meta", {})

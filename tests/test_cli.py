@@ -1,0 +1,80 @@
+import json
+import subprocess
+import sys
+
+import torch
+
+from zeroloop.games import make_game
+from zeroloop.nn import NetConfig, PolicyValueNet
+from zeroloop.storage import save_model
+
+
+def run_cli(*args, stdin=""):
+    return subprocess.run([sys.executable, "-m", "zeroloop", *args], input=stdin,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_analyse_answers_good_lines_and_reports_bad_ones():
+    lines = ["4453", "", "44444444", "4x8", "1122334", "112233"]
+    out = run_cli("analyse", "--game", "connect4", "--sims", "64", stdin="\n".join(lines) + "\n")
+    assert out.returncode == 0, out.stderr
+    answers = [json.loads(x) for x in out.stdout.splitlines()]
+    assert len(answers) == len(lines)
+    good = answers[0]
+    assert good["moves"] == "4453"
+    assert set(good) >= {"moves", "move", "value", "visits"}
+    assert sum(good["visits"].values()) == 64
+    assert set(good["visits"]) == set("1234567")
+    assert good["move"] == max(good["visits"], key=good["visits"].get)
+    assert -1 <= good["value"] <= 1
+    assert answers[1]["moves"] == "" and "move" in answers[1]
+    assert "column 4 is full" in answers[2]["error"]
+    assert "'x'" in answers[3]["error"]
+    assert "game is over" in answers[4]["error"]
+    assert answers[5]["move"] == "4"  # the win in one is found even with a random net
+
+
+def test_analyse_with_a_model_file(tmp_path):
+    game = make_game("tictactoe")
+    torch.manual_seed(0)
+    path = tmp_path / "ttt.pt"
+    save_model(path, PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8)), game)
+    out = run_cli("analyse", "--game", "tictactoe", "--model", str(path), "--sims", "50",
+                  stdin="152\n55\n")
+    assert out.returncode == 0, out.stderr
+    a, b = (json.loads(x) for x in out.stdout.splitlines())
+    assert a["move"] == "3" and sum(a["visits"].values()) == 50
+    assert "occupied" in b["error"]
+
+
+def test_analyse_bad_arguments_exit_2_with_a_message(tmp_path):
+    out = run_cli("analyse", "--game", "chess")
+    assert out.returncode == 2 and "unknown game 'chess'" in out.stderr
+    out = run_cli("analyse", "--game", "connect4", "--model", str(tmp_path / "none.pt"))
+    assert out.returncode == 2 and "none.pt" in out.stderr
+    out = run_cli("analyse", "--game", "connect4", "--sims", "0")
+    assert out.returncode == 2 and "--sims" in out.stderr
+    path = tmp_path / "c4.pt"
+    game = make_game("connect4")
+    save_model(path, PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8)), game)
+    out = run_cli("analyse", "--game", "tictactoe", "--model", str(path))
+    assert out.returncode == 2 and "is for 'connect4'" in out.stderr
+
+
+def test_selfplay_command(tmp_path):
+    dest = tmp_path / "games.jsonl"
+    out = run_cli("selfplay", "--game", "tictactoe", "--games", "3", "--sims", "8",
+                  "--workers", "2", "--quiet", "--out", str(dest))
+    assert out.returncode == 0, out.stderr
+    summary = json.loads(out.stdout)
+    assert summary["games"] == 3
+    games = [json.loads(x) for x in dest.read_text().splitlines()]
+    game = make_game("tictactoe")
+    for g in games:
+        final = game.play(game.parse_moves(g["moves"]))
+        assert final.outcome is not None
+
+
+def test_help_lists_commands():
+    out = run_cli("--help")
+    assert out.returncode == 0 and "analyse" in out.stdout and "selfplay" in out.stdout
