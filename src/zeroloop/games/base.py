@@ -263,6 +263,29 @@ class BitboardGame:
         return "abcdefghijklmnopqrstuvwxyz"[c]
 
 
+class DigitNotation:
+    """Moves written as one digit each, 1..num_actions, so a game is a digit
+    string like ``"4453"`` (Connect Four columns, tic-tac-toe cells)."""
+
+    num_actions: int
+    digit_noun = "move"
+
+    def format_action(self, action: int) -> str:
+        return str(action + 1)
+
+    def parse_action(self, text: str) -> int:
+        t = text.strip()
+        if len(t) != 1 or not "1" <= t <= str(self.num_actions):
+            raise IllegalMoveError(f"{text!r} is not a {self.digit_noun} 1-{self.num_actions}")
+        return int(t) - 1
+
+    def format_moves(self, actions: Sequence[int]) -> str:
+        return "".join(self.format_action(a) for a in actions)
+
+    def parse_moves(self, text: str) -> list[int]:
+        return [self.parse_action(ch) for ch in text if not ch.isspace()]
+
+
 def first_player_result(state: State) -> float:
     """Final result from the first player's view (+1, 0, -1)."""
     if state.outcome is None:

@@ -5,16 +5,15 @@ so a game is a digit string such as ``"4453"``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import numpy as np
 
-from zeroloop.games.base import IllegalMoveError, State, Symmetry
+from zeroloop.games.base import DigitNotation, IllegalMoveError, State, Symmetry
 from zeroloop.games.lines import KInARowGame
 
 
-class ConnectFour(KInARowGame):
+class ConnectFour(DigitNotation, KInARowGame):
     name = "connect4"
+    digit_noun = "column"
     rows, cols, k = 6, 7, 4
     num_actions = 7
     max_moves = 42
@@ -64,20 +63,6 @@ class ConnectFour(KInARowGame):
             Symmetry("flip_lr", mirror, np.arange(7)[::-1].copy()),
         ]
 
-    def format_action(self, action: int) -> str:
-        return str(action + 1)
-
-    def parse_action(self, text: str) -> int:
-        t = text.strip()
-        if len(t) != 1 or t not in "1234567":
-            raise IllegalMoveError(f"{text!r} is not a column 1-7")
-        return int(t) - 1
-
-    def format_moves(self, actions: Sequence[int]) -> str:
-        return "".join(self.format_action(a) for a in actions)
-
-    def parse_moves(self, text: str) -> list[int]:
-        return [self.parse_action(ch) for ch in text if not ch.isspace()]
 
     def _col_label(self, c: int) -> str:
         return str(c + 1)

@@ -3,14 +3,13 @@ top-left, so a game is a digit string such as ``"5193"``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from zeroloop.games.base import IllegalMoveError, State
+from zeroloop.games.base import DigitNotation, State
 from zeroloop.games.lines import PlacementGame
 
 
-class TicTacToe(PlacementGame):
+class TicTacToe(DigitNotation, PlacementGame):
     name = "tictactoe"
+    digit_noun = "cell"
     rows = cols = k = 3
     num_actions = 9
     max_moves = 9
@@ -18,20 +17,6 @@ class TicTacToe(PlacementGame):
     def __init__(self) -> None:
         self._setup_lines()
 
-    def format_action(self, action: int) -> str:
-        return str(action + 1)
-
-    def parse_action(self, text: str) -> int:
-        t = text.strip()
-        if len(t) != 1 or t not in "123456789":
-            raise IllegalMoveError(f"{text!r} is not a cell 1-9")
-        return int(t) - 1
-
-    def format_moves(self, actions: Sequence[int]) -> str:
-        return "".join(self.format_action(a) for a in actions)
-
-    def parse_moves(self, text: str) -> list[int]:
-        return [self.parse_action(ch) for ch in text if not ch.isspace()]
 
     def render(self, state: State) -> str:
         occ = self.bits_to_cells([state.me, state.opp])
