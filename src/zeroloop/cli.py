@@ -34,7 +34,7 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
     try:
         game = make_game(args.game)
         job = SelfplayJob(game=game.name, model=args.model, games=args.games, sims=args.sims,
-                          seed=args.seed, parallel_games=args.parallel)
+                          seed=args.seed, parallel_games=args.parallel, device=args.device)
     except (ValueError, FileNotFoundError) as exc:
         print(f"zeroloop selfplay: {exc}", file=sys.stderr)
         return 2
@@ -92,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sims", type=int, default=100, help="simulations per move (default 100)")
     s.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
     s.add_argument("--parallel", type=int, default=64, help="games searched together per worker")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=int, default=0, help="seed for the games and the random net")
+    s.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
     s.add_argument("--out", help="write the games as JSON lines to this file")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_selfplay)
@@ -101,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from zeroloop.workers import init_worker_threads
+
+    init_worker_threads()  # one torch thread per process; parallelism comes from processes
     if args.command == "analyse" and args.sims < 1:
         print("zeroloop analyse: --sims must be >= 1", file=sys.stderr)
         return 2

@@ -29,7 +29,7 @@ class SelfplayJob:
     parallel_games: int = 64
     temperature: float = 1.0
     temperature_moves: int = 10
-    device: str = "cpu"
+    device: str = "auto"
 
     def __post_init__(self) -> None:
         if self.games < 1:

@@ -1,0 +1,688 @@
+"""Compliance tests for every game, plus game-specific rule tests.
+
+The compliance part plays seeded random games (``numpy.random.default_rng``)
+with each game and checks the conventions of :mod:`zeroloop.games.base` on
+every position reached: termination and outcomes, legal masks and illegal
+moves, immutability, the input planes, symmetries (including that moves
+commute with them), notation round trips and reproducibility. The rules
+themselves are cross-checked against small, slow reference implementations
+written here on plain cell grids (k in a row; Othello moves and flips).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from functools import cache
+
+import numpy as np
+import pytest
+
+from zeroloop.games import (
+    ConnectFour,
+    Game,
+    Gomoku,
+    IllegalMoveError,
+    Othello,
+    State,
+    TicTacToe,
+    first_player_result,
+    make_game,
+)
+
+GAMES = ["tictactoe", "connect4", "gomoku", "gomoku-8x8-5", "othello", "othello-6x6"]
+K_IN_A_ROW = ["tictactoe", "connect4", "gomoku", "gomoku-8x8-5"]
+OTHELLOS = ["othello", "othello-6x6"]
+#: the symmetry tests also run on a non-square board (4 symmetries, not 8)
+SYMMETRY_GAMES = GAMES + ["gomoku-5x7-4"]
+
+#: random games played per game for the compliance checks
+N_PLAYOUTS = {"othello": 8}
+DEFAULT_PLAYOUTS = 20
+#: positions per game on which the (costlier) symmetry checks run
+N_SYMMETRY_STATES = 12
+
+
+# -- helpers -----------------------------------------------------------------
+
+
+@cache
+def game_of(name: str) -> Game:
+    return make_game(name)
+
+
+def random_playout(game: Game, seed: int) -> tuple[list[int], list[State]]:
+    """Play uniformly random legal moves from the start until the game ends.
+
+    Stops after ``max_moves + 1`` plies at the latest, so a game that fails to
+    end within ``max_moves`` shows up as a too-long, unfinished playout
+    instead of an endless loop.
+    """
+    rng = np.random.default_rng(seed)
+    s = game.initial_state()
+    actions, states = [], [s]
+    while s.outcome is None and len(actions) <= game.max_moves:
+        a = int(rng.choice(np.flatnonzero(game.legal_mask(s))))
+        s = game.apply(s, a)
+        actions.append(a)
+        states.append(s)
+    return actions, states
+
+
+@cache
+def playouts(name: str) -> tuple[tuple[tuple[int, ...], tuple[State, ...]], ...]:
+    """The seeded random games of ``name`` (seeds 0..n-1), shared by the tests."""
+    game = game_of(name)
+    out = []
+    for seed in range(N_PLAYOUTS.get(name, DEFAULT_PLAYOUTS)):
+        actions, states = random_playout(game, seed)
+        out.append((tuple(actions), tuple(states)))
+    return tuple(out)
+
+
+def all_states(name: str) -> list[State]:
+    return [s for _, states in playouts(name) for s in states]
+
+
+def sampled_states(name: str, n: int, seed: int = 1234) -> list[State]:
+    """``n`` distinct positions from the playouts, always including the start
+    and at least one finished position."""
+    states = list(dict.fromkeys(all_states(name)))
+    rng = np.random.default_rng(seed)
+    picked = [states[i] for i in rng.choice(len(states), size=min(n, len(states)), replace=False)]
+    game = game_of(name)
+    picked.append(game.initial_state())
+    picked.append(playouts(name)[0][1][-1])
+    return list(dict.fromkeys(picked))
+
+
+def is_pass(game: Game, action: int) -> bool:
+    return isinstance(game, Othello) and action == game.pass_action
+
+
+def popcount(x: int) -> int:
+    return int(x).bit_count()
+
+
+def grids(game: Game, s: State) -> tuple[np.ndarray, np.ndarray]:
+    """Boolean ``[H, W]`` grids of the mover's and the opponent's stones."""
+    x = game.encode([s])[0]
+    return x[0] > 0.5, x[1] > 0.5
+
+
+def ref_has_line(grid: np.ndarray, k: int) -> bool:
+    """Slow reference: does ``grid`` hold ``k`` True cells in a row?"""
+    h, w = grid.shape
+    for r in range(h):
+        for c in range(w):
+            for dr, dc in ((0, 1), (1, 0), (1, 1), (1, -1)):
+                rr, cc = r + (k - 1) * dr, c + (k - 1) * dc
+                if not (0 <= rr < h and 0 <= cc < w):
+                    continue
+                if all(grid[r + i * dr, c + i * dc] for i in range(k)):
+                    return True
+    return False
+
+
+_DIRS8 = [(dr, dc) for dr in (-1, 0, 1) for dc in (-1, 0, 1) if (dr, dc) != (0, 0)]
+
+
+def ref_othello_flips(me: np.ndarray, opp: np.ndarray, r: int, c: int) -> list[tuple[int, int]]:
+    """Slow reference: the discs a move by ``me`` on empty (r, c) flips."""
+    h, w = me.shape
+    if me[r, c] or opp[r, c]:
+        return []
+    flips = []
+    for dr, dc in _DIRS8:
+        run, rr, cc = [], r + dr, c + dc
+        while 0 <= rr < h and 0 <= cc < w and opp[rr, cc]:
+            run.append((rr, cc))
+            rr, cc = rr + dr, cc + dc
+        if run and 0 <= rr < h and 0 <= cc < w and me[rr, cc]:
+            flips.extend(run)
+    return flips
+
+
+def ref_othello_moves(me: np.ndarray, opp: np.ndarray) -> set[int]:
+    h, w = me.shape
+    return {r * w + c for r in range(h) for c in range(w) if ref_othello_flips(me, opp, r, c)}
+
+
+def play_text(game: Game, moves: str) -> State:
+    s = game.initial_state()
+    for a in game.parse_moves(moves):
+        s = game.apply(s, a)
+    return s
+
+
+# -- compliance: every game --------------------------------------------------
+
+
+@pytest.mark.parametrize("name", GAMES)
+def test_make_game_and_protocol(name):
+    game = game_of(name)
+    assert isinstance(game, Game)
+    assert isinstance(game.name, str) and game.name
+    if isinstance(game, ConnectFour):
+        assert game.num_actions == game.cols
+    elif isinstance(game, Othello):
+        assert game.num_actions == game.rows * game.cols + 1
+        assert game.pass_action == game.rows * game.cols
+    else:
+        assert game.num_actions == game.rows * game.cols
+    s0 = game.initial_state()
+    assert isinstance(s0, State)
+    assert s0.ply == 0 and s0.outcome is None and s0.last == -1 and s0.first_to_move
+    # a fresh game object starts from the same position
+    assert make_game(name).initial_state() == s0
+
+
+def test_make_game_names_and_unknown():
+    assert (game_of("gomoku").rows, game_of("gomoku").cols, game_of("gomoku").k) == (6, 6, 4)
+    g = game_of("gomoku-8x8-5")
+    assert isinstance(g, Gomoku) and (g.rows, g.cols, g.k) == (8, 8, 5)
+    assert isinstance(game_of("tictactoe"), TicTacToe)
+    assert game_of("othello").rows == 8 and game_of("othello-6x6").rows == 6
+    with pytest.raises(ValueError, match="unknown game"):
+        make_game("chess")
+
+
+@pytest.mark.parametrize("name", GAMES)
+def test_playouts_terminate_with_valid_outcome(name):
+    game = game_of(name)
+    for actions, states in playouts(name):
+        assert len(actions) <= game.max_moves, "game did not end within max_moves"
+        final = states[-1]
+        assert final.outcome in (-1.0, 0.0, 1.0)
+        assert final.ply == len(actions)
+        for s in states[:-1]:
+            assert s.outcome is None
+            mask = game.legal_mask(s)
+            assert mask.any(), "a running game must have a legal action"
+        for i, s in enumerate(states):
+            assert s.ply == i
+        mask = game.legal_mask(final)
+        assert mask.shape == (game.num_actions,) and not mask.any()
+        for a in range(game.num_actions):
+            with pytest.raises(IllegalMoveError):
+                game.apply(final, a)
+
+
+@pytest.mark.parametrize("name", GAMES)
+def test_legal_mask_illegal_moves_and_immutability(name):
+    game = game_of(name)
+    rng = np.random.default_rng(7)
+    for actions, states in playouts(name):
+        for s, a in zip(states[:-1], actions):
+            snapshot = copy.copy(s)
+            mask = game.legal_mask(s)
+            assert isinstance(mask, np.ndarray)
+            assert mask.shape == (game.num_actions,) and mask.dtype == np.bool_
+            assert mask[a]
+            illegal = np.flatnonzero(~mask)
+            for b in rng.permutation(illegal)[:3]:
+                with pytest.raises(IllegalMoveError):
+                    game.apply(s, int(b))
+            for b in (-1, game.num_actions):
+                with pytest.raises(IllegalMoveError):
+                    game.apply(s, b)
+            t = game.apply(s, a)
+            assert s == snapshot, "apply mutated its input state"
+            assert t is not s and t.ply == s.ply + 1 and t.last == a
+            # the mask is a fresh array: scribbling on it changes nothing
+            mask[:] = ~mask
+            assert np.array_equal(game.legal_mask(s), ~mask)
+    s0 = game.initial_state()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        s0.me = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("name", GAMES)
+def test_encode_planes(name):
+    game = game_of(name)
+    hw = game.rows * game.cols
+    for actions, states in playouts(name):
+        x = game.encode(list(states))
+        assert isinstance(x, np.ndarray)
+        assert x.dtype == np.float32 and x.shape == (len(states), 4, game.rows, game.cols)
+        # the batch agrees with one-by-one encoding
+        for i in (0, len(states) // 2, len(states) - 1):
+            assert np.array_equal(game.encode([states[i]])[0], x[i])
+        for i, s in enumerate(states):
+            p = x[i]
+            assert set(np.unique(p[:2])) <= {0.0, 1.0}
+            assert not np.any((p[0] == 1) & (p[1] == 1)), "two stones on one cell"
+            assert int(p[0].sum()) == popcount(s.me)
+            assert int(p[1].sum()) == popcount(s.opp)
+            assert int(p[0].sum() + p[1].sum()) == popcount(s.me | s.opp)
+            assert np.all(p[3] == (1.0 if s.ply % 2 == 0 else 0.0))
+            assert set(np.unique(p[2])) <= {0.0, 1.0} and p[2].sum() <= 1
+            if i == 0:
+                assert p[2].sum() == 0, "no last move at the start"
+                continue
+            a = actions[i - 1]
+            if is_pass(game, a):
+                assert p[2].sum() == 0, "a pass leaves plane 2 empty"
+                continue
+            assert p[2].sum() == 1, "a non-pass move marks exactly one cell"
+            cell = int(np.flatnonzero(p[2].reshape(-1))[0])
+            assert 0 <= cell < hw
+            # the marked cell holds a stone of the player who just moved
+            assert p[1].reshape(-1)[cell] == 1
+            if isinstance(game, ConnectFour):
+                assert cell % game.cols == a
+                # and it is the top stone of that column
+                col = (p[0] + p[1])[:, a]
+                assert cell // game.cols == int(np.flatnonzero(col)[0])
+            else:
+                assert cell == a
+
+
+@pytest.mark.parametrize("name", SYMMETRY_GAMES)
+def test_symmetry_structure(name):
+    game = game_of(name)
+    syms = game.symmetries()
+    hw, n_act = game.rows * game.cols, game.num_actions
+    assert syms[0].name == "identity"
+    assert np.array_equal(syms[0].cell_src, np.arange(hw))
+    assert np.array_equal(syms[0].action_src, np.arange(n_act))
+    assert len({s.name for s in syms}) == len(syms)
+    assert len({tuple(s.cell_src) for s in syms}) == len(syms), "duplicate symmetries"
+    expected = 2 if isinstance(game, ConnectFour) else 8 if game.rows == game.cols else 4
+    assert len(syms) == expected
+    cell_maps = {tuple(s.cell_src) for s in syms}
+    for sym in syms:
+        assert sorted(sym.cell_src.tolist()) == list(range(hw))
+        perm = sym.policy(np.arange(n_act))
+        assert perm.shape == (n_act,)
+        assert sorted(perm.tolist()) == list(range(n_act)), "policy map is not a permutation"
+        for a in range(n_act):
+            assert sym.policy(np.arange(n_act))[sym.action(a)] == a
+        if isinstance(game, Othello):
+            assert sym.action(game.pass_action) == game.pass_action
+        # batched planes / policies map like single ones
+        x = np.random.default_rng(0).random((3, 4, game.rows, game.cols))
+        assert np.array_equal(sym.planes(x)[1], sym.planes(x[1]))
+        # the set of symmetries is closed under composition (a group)
+        for other in syms:
+            assert tuple(sym.cell_src[other.cell_src]) in cell_maps
+
+
+@pytest.mark.parametrize("name", SYMMETRY_GAMES)
+def test_symmetries_commute_with_rules(name):
+    game = game_of(name)
+    syms = game.symmetries()
+    for s in sampled_states(name, N_SYMMETRY_STATES):
+        x = game.encode([s])[0]
+        mask = game.legal_mask(s)
+        legal = np.flatnonzero(mask)
+        children = {int(a): game.apply(s, int(a)) for a in legal}
+        for sym in syms:
+            t = game.transform(s, sym)
+            assert isinstance(t, State)
+            assert t.outcome == s.outcome and t.ply == s.ply
+            assert popcount(t.me) == popcount(s.me) and popcount(t.opp) == popcount(s.opp)
+            assert np.array_equal(game.encode([t])[0], sym.planes(x)), sym.name
+            assert np.array_equal(game.legal_mask(t), sym.policy(mask)), sym.name
+            for a, child in children.items():
+                moved = game.apply(t, sym.action(a))
+                assert moved == game.transform(child, sym), (sym.name, game.format_action(a))
+        # the identity maps every position to itself
+        assert game.transform(s, syms[0]) == s
+
+
+@pytest.mark.parametrize("name", GAMES)
+def test_notation_round_trips(name):
+    game = game_of(name)
+    for a in range(game.num_actions):
+        text = game.format_action(a)
+        assert isinstance(text, str) and text
+        assert game.parse_action(text) == a
+    for actions, states in playouts(name):
+        text = game.format_moves(list(actions))
+        assert isinstance(text, str)
+        assert game.parse_moves(text) == list(actions)
+        # the notation replays to the same final position
+        assert play_text(game, text) == states[-1]
+    assert game.parse_moves("") == []
+    for s in sampled_states(name, 10):
+        out = game.render(s)
+        assert isinstance(out, str) and out.strip()
+
+
+@pytest.mark.parametrize("name", GAMES)
+@pytest.mark.parametrize("garbage", ["zz", "0", "?", "!!", "z99"])
+def test_parse_garbage_raises(name, garbage):
+    game = game_of(name)
+    with pytest.raises(IllegalMoveError) as info:
+        game.parse_moves(garbage)
+    assert str(info.value).strip()
+    with pytest.raises(IllegalMoveError) as info:
+        game.parse_action(garbage)
+    assert str(info.value).strip()
+
+
+@pytest.mark.parametrize("name", GAMES)
+def test_seeded_playouts_are_reproducible(name):
+    game = game_of(name)
+    for seed in (0, 3, 7):
+        a1, s1 = random_playout(game, seed)
+        a2, s2 = random_playout(game, seed)
+        assert a1 == a2 and s1 == s2
+        assert a1 == list(playouts(name)[seed][0])
+    # the seed matters: not all games are the same
+    assert len({acts for acts, _ in playouts(name)}) > 1
+
+
+# -- reference rules: k in a row ----------------------------------------------
+
+
+@pytest.mark.parametrize("name", K_IN_A_ROW)
+def test_k_in_a_row_outcomes_match_reference(name):
+    """Every position of every playout: a game ends exactly when the last
+    mover made k in a row (-1 for the side to move) or filled the board (0)."""
+    game = game_of(name)
+    for _, states in playouts(name):
+        for s in states:
+            me, opp = grids(game, s)
+            assert not ref_has_line(me, game.k), "the side to move cannot have a line"
+            mover_line = ref_has_line(opp, game.k)
+            full = bool((me | opp).all())
+            if mover_line:
+                assert s.outcome == -1.0
+            elif full:
+                assert s.outcome == 0.0
+            else:
+                assert s.outcome is None
+
+
+@pytest.mark.parametrize("name", K_IN_A_ROW)
+def test_has_line_matches_reference_on_random_boards(name):
+    game = game_of(name)
+    rng = np.random.default_rng(99)
+    hw = game.rows * game.cols
+    for density in (0.3, 0.5, 0.7):
+        for _ in range(60):
+            cells = rng.random(hw) < density
+            board = game.cells_to_bits(cells)
+            expected = ref_has_line(cells.reshape(game.rows, game.cols), game.k)
+            assert game.has_line(board) == expected, cells.reshape(game.rows, game.cols)
+
+
+# -- Connect Four ---------------------------------------------------------------
+
+
+def test_connect4_full_column():
+    game = game_of("connect4")
+    s = play_text(game, "444444")
+    assert s.outcome is None
+    assert not game.legal_mask(s)[3] and game.legal_mask(s).sum() == 6
+    with pytest.raises(IllegalMoveError, match="full"):
+        play_text(game, "4444444")
+
+
+@pytest.mark.parametrize("moves,winner", [
+    ("1122334", "X"),      # horizontal, bottom row 1-4
+    ("1212121", "X"),      # vertical, column 1
+    ("12121232", "O"),     # vertical for the second player, column 2
+    ("12234334544", "X"),  # rising diagonal 1a-2b-3c-4d
+    ("76654554344", "X"),  # falling diagonal 4d-5c-6b-7a
+])
+def test_connect4_wins(moves, winner):
+    game = game_of("connect4")
+    before = play_text(game, moves[:-1])
+    assert before.outcome is None
+    s = game.apply(before, game.parse_action(moves[-1]))
+    assert s.outcome == -1.0  # the side to move lost
+    assert s.ply == len(moves)
+    assert first_player_result(s) == (1.0 if winner == "X" else -1.0)
+    assert f"{winner} wins" in game.render(s)
+    assert not game.legal_mask(s).any()
+
+
+def test_connect4_full_board_draw():
+    game = game_of("connect4")
+    for seed in range(5000):
+        actions, states = random_playout(game, seed)
+        if states[-1].outcome == 0.0:
+            break
+    else:
+        pytest.fail("no drawn random game in 5000 seeds")
+    final = states[-1]
+    assert len(actions) == 42 and final.ply == 42
+    assert popcount(final.me) == popcount(final.opp) == 21
+    assert all(s.outcome is None for s in states[:-1])
+    assert first_player_result(final) == 0.0
+    assert not game.legal_mask(final).any()
+    assert "draw" in game.render(final)
+    # replaying the notation gives the same draw
+    assert play_text(game, game.format_moves(actions)) == final
+    assert sorted(np.bincount(actions, minlength=7).tolist()) == [6] * 7
+
+
+def test_connect4_notation():
+    game = game_of("connect4")
+    assert game.parse_moves("4453") == [3, 3, 4, 2]
+    assert game.parse_moves("44 53") == [3, 3, 4, 2]
+    assert game.format_moves([3, 3, 4, 2]) == "4453"
+    for bad in ("8", "0", "45a"):
+        with pytest.raises(IllegalMoveError):
+            game.parse_moves(bad)
+
+
+# -- tic-tac-toe ------------------------------------------------------------------
+
+
+def test_tictactoe_notation():
+    game = game_of("tictactoe")
+    assert game.parse_moves("159") == [0, 4, 8]
+    assert game.format_moves([0, 4, 8]) == "159"
+    # cells are numbered row by row from the top-left
+    s = play_text(game, "3")
+    me, opp = grids(game, s)
+    assert opp[0, 2] and opp.sum() == 1 and me.sum() == 0
+
+
+@pytest.mark.parametrize("moves,winner", [
+    ("14253", "X"),      # top row 1-2-3
+    ("12437", "X"),      # left column 1-4-7
+    ("12539", "X"),      # diagonal 1-5-9
+    ("31527", "X"),      # anti-diagonal 3-5-7
+    ("152397", "O"),     # O on the anti-diagonal 3-5-7
+    ("123476985", "X"),  # the ninth move fills the board and wins: a win, not a draw
+])
+def test_tictactoe_wins(moves, winner):
+    game = game_of("tictactoe")
+    before = play_text(game, moves[:-1])
+    assert before.outcome is None
+    s = game.apply(before, game.parse_action(moves[-1]))
+    assert s.outcome == -1.0
+    assert first_player_result(s) == (1.0 if winner == "X" else -1.0)
+    assert f"{winner} wins" in game.render(s)
+
+
+def test_tictactoe_draw():
+    game = game_of("tictactoe")
+    # X O X / X O O / O X X: no line for either side
+    moves = "153287469"
+    before = play_text(game, moves[:-1])
+    assert before.outcome is None
+    s = game.apply(before, game.parse_action(moves[-1]))
+    assert s.ply == 9 and s.outcome == 0.0
+    assert "draw" in game.render(s)
+
+
+# -- gomoku 8x8, five in a row ------------------------------------------------------
+
+
+def gomoku_play(game: Gomoku, x_cells: list[str], o_cells: list[str]) -> list[State]:
+    """Alternate X and O moves (X first); the states after each move."""
+    s, out = game.initial_state(), []
+    seq = [c for pair in zip(x_cells, o_cells) for c in pair]
+    if len(x_cells) > len(o_cells):
+        seq.append(x_cells[-1])
+    for cell in seq:
+        s = game.apply(s, game.parse_action(cell))
+        out.append(s)
+    return out
+
+
+def test_gomoku_five_wins_four_does_not():
+    game = game_of("gomoku-8x8-5")
+    states = gomoku_play(game, ["a1", "b1", "c1", "d1", "e1"], ["a8", "b8", "c8", "d8"])
+    # four X (and four O) in a row: still running
+    assert all(s.outcome is None for s in states[:-1])
+    assert states[-1].outcome == -1.0 and first_player_result(states[-1]) == 1.0
+
+
+def test_gomoku_overline_wins():
+    game = game_of("gomoku-8x8-5")
+    # X: a1 b1 c1 . e1 f1, then d1 makes six in a row
+    states = gomoku_play(game, ["a1", "b1", "c1", "e1", "f1", "d1"],
+                         ["a8", "b8", "c8", "e8", "f8"])
+    assert all(s.outcome is None for s in states[:-1])
+    assert states[-1].outcome == -1.0 and first_player_result(states[-1]) == 1.0
+
+
+@pytest.mark.parametrize("x_cells", [
+    ["f2", "g2", "h2", "a1", "b1"],  # end of one row + start of the next (row-major neighbours)
+    ["g3", "h3", "a2", "b2", "c2"],
+    ["b8", "a7", "h7", "g6", "f5"],  # cells 1, 8, 15, 22, 29: a diagonal only if rows wrapped
+    ["g8", "h7", "a5", "b4", "c3"],  # cells 6, 15, 24, 33, 42: a diagonal only if rows wrapped
+])
+def test_gomoku_no_wrap_around(x_cells):
+    game = game_of("gomoku-8x8-5")
+    states = gomoku_play(game, x_cells, ["c5", "d5", "c6", "d6"])
+    assert all(s.outcome is None for s in states)
+
+
+def test_gomoku_vertical_and_diagonal_wins():
+    game = game_of("gomoku-8x8-5")
+    for x_cells in (["h4", "h5", "h6", "h7", "h8"], ["d4", "e5", "f6", "g7", "h8"],
+                    ["a8", "b7", "c6", "d5", "e4"]):
+        states = gomoku_play(game, x_cells, ["a1", "b2", "a2", "b1"])
+        assert all(s.outcome is None for s in states[:-1]), x_cells
+        assert states[-1].outcome == -1.0, x_cells
+
+
+def test_gomoku_notation():
+    game = game_of("gomoku-8x8-5")
+    assert game.parse_action("a1") == 56  # bottom-left
+    assert game.parse_action("a8") == 0   # top-left
+    assert game.parse_action("H8") == 7
+    assert game.parse_moves("c3 d4") == game.parse_moves("c3d4") == game.parse_moves("c3,d4")
+    for bad in ("i1", "a9", "a0", "c3 zz"):
+        with pytest.raises(IllegalMoveError):
+            game.parse_moves(bad)
+
+
+# -- Othello ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,moves", [
+    ("othello", {"d3", "c4", "f5", "e6"}),
+    ("othello-6x6", {"c2", "b3", "e4", "d5"}),
+])
+def test_othello_start(name, moves):
+    game = game_of(name)
+    s = game.initial_state()
+    assert popcount(s.me) == popcount(s.opp) == 2
+    legal = {game.format_action(a) for a in np.flatnonzero(game.legal_mask(s))}
+    assert legal == moves
+    with pytest.raises(IllegalMoveError):
+        game.apply(s, game.pass_action)
+    with pytest.raises(IllegalMoveError):
+        game.apply(s, game.parse_action("a1"))
+
+
+def test_othello_after_f5():
+    game = game_of("othello")
+    s = play_text(game, "f5")
+    # O to move: O has 1 disc (d4), X has 4 (d5 e4 e5 f5)
+    assert popcount(s.opp) == 4 and popcount(s.me) == 1
+    assert "discs X 4 - O 1" in game.render(s)
+    me, opp = grids(game, s)
+    assert me[3, 3]  # d4
+    assert opp[4, 3] and opp[3, 4] and opp[4, 4] and opp[4, 5]  # d5 e4 e5 f5
+    assert game.parse_moves("f5d6c3") == game.parse_moves("f5 d6 c3") == game.parse_moves("F5, D6, C3")
+    assert game.parse_action("PASS") == game.pass_action
+
+
+@pytest.mark.parametrize("name", OTHELLOS)
+def test_othello_moves_match_reference(name):
+    """Legal moves, flips, passes and game end against a plain grid walk."""
+    game = game_of(name)
+    for actions, states in playouts(name):
+        for s, a, t in zip(states[:-1], actions, states[1:]):
+            me, opp = grids(game, s)
+            ref = ref_othello_moves(me, opp)
+            mask = game.legal_mask(s)
+            if ref:
+                assert set(np.flatnonzero(mask[:-1]).tolist()) == ref and not mask[-1]
+            else:
+                assert mask[-1] and mask.sum() == 1, "pass only when there is no other move"
+            t_me, t_opp = grids(game, t)
+            if a == game.pass_action:
+                assert np.array_equal(t_me, opp) and np.array_equal(t_opp, me)
+                continue
+            r, c = divmod(a, game.cols)
+            new_me = me.copy()
+            new_opp = opp.copy()
+            new_me[r, c] = True
+            for rr, cc in ref_othello_flips(me, opp, r, c):
+                new_me[rr, cc], new_opp[rr, cc] = True, False
+            assert np.array_equal(t_opp, new_me) and np.array_equal(t_me, new_opp)
+        final = states[-1]
+        me, opp = grids(game, final)
+        assert not ref_othello_moves(me, opp) and not ref_othello_moves(opp, me)
+        for s in states[:-1]:
+            me, opp = grids(game, s)
+            assert ref_othello_moves(me, opp) or ref_othello_moves(opp, me)
+
+
+@pytest.mark.parametrize("name", OTHELLOS)
+def test_othello_outcome_sign_matches_disc_difference(name):
+    game = game_of(name)
+    for _, states in playouts(name):
+        final = states[-1]
+        diff = popcount(final.me) - popcount(final.opp)
+        assert final.outcome == float(np.sign(diff))
+        # the winner named by render agrees with the disc counts
+        occ_first = final.me if final.ply % 2 == 0 else final.opp
+        occ_second = final.opp if final.ply % 2 == 0 else final.me
+        assert first_player_result(final) == float(np.sign(popcount(occ_first) - popcount(occ_second)))
+        assert f"discs X {popcount(occ_first)} - O {popcount(occ_second)}" in game.render(final)
+
+
+@pytest.mark.parametrize("name", OTHELLOS)
+def test_othello_game_with_a_pass(name):
+    game = game_of(name)
+    for seed in range(500):
+        actions, states = random_playout(game, seed)
+        if game.pass_action in actions:
+            break
+    else:
+        pytest.fail("no random game with a pass in 500 seeds")
+    i = actions.index(game.pass_action)
+    before, after = states[i], states[i + 1]
+    mask = game.legal_mask(before)
+    assert mask[game.pass_action] and mask.sum() == 1
+    assert after.ply == before.ply + 1
+    assert after.first_to_move != before.first_to_move
+    assert (after.me, after.opp) == (before.opp, before.me)
+    assert after.passes == before.passes + 1 and after.last == game.pass_action
+    x_before, x_after = game.encode([before, after])
+    assert x_after[2].sum() == 0
+    assert np.all(x_after[3] == 1 - x_before[3])
+    assert after.outcome is None, "the other side must have a move after a pass"
+    assert not game.legal_mask(after)[game.pass_action]
+    # the next move is a real one and resets the pass counter
+    assert actions[i + 1] != game.pass_action
+    assert states[i + 2].passes == 0
+    assert "pass" in game.format_moves(actions).split()
+    # symmetries keep the pass a pass
+    for sym in game.symmetries():
+        t = game.transform(after, sym)
+        assert t.last == game.pass_action and t.passes == after.passes
+        assert game.apply(game.transform(before, sym), game.pass_action) == t
+    assert game.parse_moves(game.format_moves(actions)) == actions
