@@ -84,7 +84,3 @@ def default_workers() -> int:
     """One worker per core."""
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
-
-def make_pool(workers: int | None = None) -> TaskPool:
-    n = default_workers() if workers is None else workers
-    return InlinePool() if n == 1 else ProcessPool(n)

@@ -260,7 +260,6 @@ class BatchedMCTS:
             return
         leaves = self.roots[fresh]
         states = [self.states[r] for r in leaves]
-        t0 = time.perf_counter()
         priors, values, masks = self._evaluate_states(states)
         t1 = time.perf_counter()
         b = self._buf
@@ -270,7 +269,6 @@ class BatchedMCTS:
                             self.prior, self.edge_n, self.edge_w, self.legal,
                             self.node_kind, self.node_value, self.node_n, 0.0)
         self.stats.tree_s += time.perf_counter() - t1
-        del t0
 
     def _evaluate_states(self, states: list[State]):
         """Priors (masked, normalised), values and legal masks for live states."""
