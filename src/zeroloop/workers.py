@@ -83,4 +83,3 @@ class ProcessPool:
 def default_workers() -> int:
     """One worker per core."""
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-

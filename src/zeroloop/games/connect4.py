@@ -63,7 +63,6 @@ class ConnectFour(DigitNotation, KInARowGame):
             Symmetry("flip_lr", mirror, np.arange(7)[::-1].copy()),
         ]
 
-
     def _col_label(self, c: int) -> str:
         return str(c + 1)
 

@@ -17,7 +17,6 @@ class TicTacToe(DigitNotation, PlacementGame):
     def __init__(self) -> None:
         self._setup_lines()
 
-
     def render(self, state: State) -> str:
         occ = self.bits_to_cells([state.me, state.opp])
         first, second = (occ[0], occ[1]) if state.ply % 2 == 0 else (occ[1], occ[0])
