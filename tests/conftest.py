@@ -8,3 +8,23 @@ def _one_torch_thread():
 
     torch.set_num_threads(1)
     yield
+
+
+@pytest.fixture(scope="session")
+def mlflow_template_db(tmp_path_factory):
+    """An empty MLflow sqlite store, created once (creating one takes seconds)."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow-template") / "mlflow.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments()
+    return path
+
+
+@pytest.fixture
+def mlflow_db(tmp_path, mlflow_template_db):
+    """A fresh copy of the template store for one test: its path."""
+    import shutil
+
+    dest = tmp_path / "mlflow.db"
+    shutil.copy(mlflow_template_db, dest)
+    return dest

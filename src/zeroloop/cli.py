@@ -29,17 +29,20 @@ def cmd_analyse(args: argparse.Namespace) -> int:
 
 def cmd_selfplay(args: argparse.Namespace) -> int:
     from zeroloop.games import make_game
+    from zeroloop.search import SearchConfig
     from zeroloop.selfplay_jobs import SelfplayJob, run_selfplay
 
     try:
         game = make_game(args.game)
-        job = SelfplayJob(game=game.name, model=args.model, games=args.games, sims=args.sims,
-                          seed=args.seed, parallel_games=args.parallel, device=args.device)
+        job = SelfplayJob(game=game.name, model=args.model, games=args.games,
+                          search=SearchConfig(simulations=args.sims), seed=args.seed,
+                          shard_games=args.parallel, device=args.device)
     except (ValueError, FileNotFoundError) as exc:
         print(f"zeroloop selfplay: {exc}", file=sys.stderr)
         return 2
     t0 = time.perf_counter()
-    records, stats = run_selfplay(job, workers=args.workers, progress=not args.quiet)
+    shards, stats = run_selfplay(job, workers=args.workers, progress=not args.quiet)
+    records = [r for s in shards for r in s.records]
     wall = time.perf_counter() - t0
     wins = sum(r.result > 0 for r in records)
     losses = sum(r.result < 0 for r in records)
@@ -91,7 +94,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--games", type=int, default=64, help="games to play (default 64)")
     s.add_argument("--sims", type=int, default=100, help="simulations per move (default 100)")
     s.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
-    s.add_argument("--parallel", type=int, default=64, help="games searched together per worker")
+    s.add_argument("--parallel", type=int, default=64,
+                   help="games per shard, searched together by one worker (default 64)")
     s.add_argument("--seed", type=int, default=0, help="seed for the games and the random net")
     s.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
     s.add_argument("--out", help="write the games as JSON lines to this file")

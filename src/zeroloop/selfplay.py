@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from zeroloop.games import Game, first_player_result
+from zeroloop.games.base import NUM_PLANES
 from zeroloop.search.mcts import BatchedMCTS, Evaluator, MoveSchedule, SearchConfig, SearchStats, choose_move
 
 
@@ -83,3 +84,55 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig,
     if stats is not None:
         stats.merge(mcts.stats)
     return done
+
+
+def records_to_arrays(game: Game, records: list[GameRecord]) -> dict[str, np.ndarray]:
+    """Games as compact training arrays, one row per position (``N`` in all).
+
+    planes: ``[N, ceil(4*H*W/8)]`` uint8, the binary input planes bit-packed.
+    policy: ``[N, A]`` float16 visit distributions. z: ``[N]`` int8 final
+    result from the side to move. value: ``[N]`` float16 root values.
+    actions: ``[N]`` int16 moves played. lengths / results: ``[G]`` per game
+    (results from the first player's view).
+    """
+    planes, z = [], []
+    for r in records:
+        state, states = game.initial_state(), []
+        for a in r.actions:
+            states.append(state)
+            state = game.apply(state, a)
+        x = game.encode(states)  # [T, 4, H, W], all 0/1
+        planes.append(np.packbits(x.reshape(len(states), -1).astype(np.uint8), axis=1))
+        z.extend(r.result if s.first_to_move else -r.result for s in states)
+    A = game.num_actions
+    return {
+        "planes": np.concatenate(planes) if planes else np.zeros((0, 0), np.uint8),
+        "policy": (np.concatenate([r.policies for r in records]) if records
+                   else np.zeros((0, A), np.float32)).astype(np.float16),
+        "z": np.asarray(z, np.int8),
+        "value": (np.concatenate([r.values for r in records]) if records
+                  else np.zeros(0, np.float32)).astype(np.float16),
+        "actions": np.asarray([a for r in records for a in r.actions], np.int16),
+        "lengths": np.asarray([len(r.actions) for r in records], np.int32),
+        "results": np.asarray([r.result for r in records], np.int8),
+    }
+
+
+def unpack_planes(packed: np.ndarray, game: Game) -> np.ndarray:
+    """Inverse of the packing in :func:`records_to_arrays`: ``[N, 4, H, W]`` float32."""
+    n = packed.shape[0]
+    size = NUM_PLANES * game.rows * game.cols
+    bits = np.unpackbits(packed, axis=1, count=size) if n else np.zeros((0, size), np.uint8)
+    return bits.reshape(n, NUM_PLANES, game.rows, game.cols).astype(np.float32)
+
+
+def arrays_to_records(arrays: dict[str, np.ndarray]) -> list[GameRecord]:
+    """The games stored in a shard (policies and values as stored)."""
+    out, start = [], 0
+    for length, result in zip(arrays["lengths"].tolist(), arrays["results"].tolist()):
+        end = start + length
+        out.append(GameRecord(arrays["actions"][start:end].tolist(),
+                              arrays["policy"][start:end].astype(np.float32),
+                              arrays["value"][start:end].astype(np.float32), float(result)))
+        start = end
+    return out

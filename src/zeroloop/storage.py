@@ -1,4 +1,4 @@
-"""Files on disk: atomic writes and model files with metadata and a checksum.
+"""Files on disk: atomic writes, model files and data shards, each with metadata and a checksum.
 
 A model file is ``MAGIC`` + one JSON header line + a torch payload. The header
 names the game, the network shape, the payload's length and SHA-256, and any
@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from zeroloop.games import Game, make_game
@@ -65,19 +66,24 @@ def read_model_header(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def _read_model(path: Path) -> tuple[dict[str, Any], bytes]:
+    return _read_checked(path, MODEL_MAGIC, "model")
+
+
+def _read_checked(path: Path, magic: bytes, kind: str) -> tuple[dict[str, Any], bytes]:
+    """Header and payload of a zeroloop file, verified against its checksum."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise FileNotFoundError(f"{path}: no such model file") from None
-    if not raw.startswith(MODEL_MAGIC):
-        raise DamagedFileError(f"{path}: not a zeroloop model file (bad magic)")
-    rest = raw[len(MODEL_MAGIC):]
+        raise FileNotFoundError(f"{path}: no such {kind} file") from None
+    if not raw.startswith(magic):
+        raise DamagedFileError(f"{path}: not a zeroloop {kind} file (bad magic)")
+    rest = raw[len(magic):]
     line, sep, payload = rest.partition(b"\n")
     try:
         header = json.loads(line)
         size, digest = int(header["payload_bytes"]), header["sha256"]
     except (ValueError, KeyError, TypeError):
-        raise DamagedFileError(f"{path}: damaged model header") from None
+        raise DamagedFileError(f"{path}: damaged {kind} header") from None
     if not sep or len(payload) != size:
         raise DamagedFileError(f"{path}: truncated ({len(payload)} of {size} payload bytes)")
     if hashlib.sha256(payload).hexdigest() != digest:
@@ -100,3 +106,40 @@ def load_model(path: str | os.PathLike, game: Game | None = None
     except RuntimeError as exc:
         raise DamagedFileError(f"{path}: weights do not fit the recorded net shape ({exc})") from None
     return net, game, header.get("meta", {})
+
+
+SHARD_MAGIC = b"ZEROLOOP-SHARD 1\n"
+
+
+def save_shard(path: str | os.PathLike, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+    """Write named arrays (a compressed-npz payload) with a JSON header that
+    holds ``meta`` and the payload's length and SHA-256."""
+    buf = io.BytesIO()
+    np.savez_compressed(buf, **arrays)
+    payload = buf.getvalue()
+    header = {"payload_bytes": len(payload), "sha256": hashlib.sha256(payload).hexdigest(), "meta": meta}
+    atomic_write_bytes(path, SHARD_MAGIC + json.dumps(header).encode() + b"\n" + payload)
+
+
+def read_shard_meta(path: str | os.PathLike) -> dict[str, Any]:
+    """The shard's metadata, after checking the whole file (raises DamagedFileError)."""
+    return _read_checked(Path(path), SHARD_MAGIC, "shard")[0]["meta"]
+
+
+def load_shard(path: str | os.PathLike) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    path = Path(path)
+    header, payload = _read_checked(path, SHARD_MAGIC, "shard")
+    try:
+        with np.load(io.BytesIO(payload), allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (ValueError, OSError) as exc:
+        raise DamagedFileError(f"{path}: unreadable shard payload ({exc})") from None
+    return arrays, header["meta"]
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()

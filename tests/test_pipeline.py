@@ -1,0 +1,104 @@
+"""End to end: the real `dvc repro` over a tiny tic-tac-toe run in a temporary
+git repository, with a real sqlite MLflow store."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from zeroloop.config import parse_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY = {
+    "game": "tictactoe", "seed": 3,
+    "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+    "mcts": {"simulations": 8},
+    "selfplay": {"games": 8, "shard_games": 4, "temperature_moves": 4},
+    "train": {"epochs": 1, "batch_size": 16, "replay_generations": 2},
+    "gate": {"games": 4, "simulations": 8, "opening_plies": 1},
+    "evaluate": {"games": 4, "simulations": 8, "opening_plies": 1, "uct_playouts": 10,
+                 "solver_positions": 10},
+    "generations": {"1": {"prev": 0}, "2": {"prev": 1}},
+    "runtime": {"workers": 2},
+    "mlflow": {"experiment": "e2e"},
+}
+
+
+def dvc(repo: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
+    out = subprocess.run([str(Path(sys.executable).parent / "dvc"), *args], cwd=repo, env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, f"dvc {' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-3000:]}"
+    return out
+
+
+@pytest.fixture
+def repo(tmp_path, mlflow_db):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copy(ROOT / "dvc.yaml", repo)
+    shutil.copytree(ROOT / "src" / "zeroloop", repo / "src" / "zeroloop",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    full = parse_params(TINY).to_yaml_data()  # DVC wants every listed key present
+    (repo / "params.yaml").write_text(yaml.safe_dump(full, sort_keys=False))
+    shutil.move(mlflow_db, repo / "mlflow.db")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env.pop("MLFLOW_TRACKING_URI", None)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
+    (repo / ".gitignore").write_text("mlflow.db\nmlartifacts/\n__pycache__/\n")
+    dvc(repo, "init", "-q", env=env)
+    dvc(repo, "config", "core.analytics", "false", env=env)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], cwd=repo, check=True)
+    return repo, env
+
+
+@pytest.mark.slow
+def test_dvc_repro_end_to_end(repo):
+    repo, env = repo
+    dvc(repo, "repro", env=env)
+
+    for g in (1, 2):
+        assert (repo / f"models/generations/gen_{g}/best.pt").is_file()
+        assert list((repo / f"data/gen_{g}").glob("shard_*.zls"))
+        gate = json.loads((repo / f"reports/generations/gen_{g}/gate.json").read_text())
+        assert gate["games"] == 4 and gate["accepted"] in (0, 1)
+        assert gate["wins"] + gate["draws"] + gate["losses"] == 4
+    metrics = json.loads((repo / "reports/metrics.json").read_text())
+    assert metrics["generations"] == 2 and 0 <= metrics["vs_random"] <= 1
+    assert metrics["solver_positions"] == 10
+    champion = (repo / "models/champion.pt").read_bytes()
+    assert champion == (repo / "models/generations/gen_2/best.pt").read_bytes()
+    assert (repo / "reports/plots/elo.png").stat().st_size > 1000
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("e2e")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1
+    parent = parents[0]
+    assert parent.data.params["game"] == "tictactoe" and parent.data.params["mcts.simulations"] == "8"
+    children = {r.data.tags["zeroloop.generation"]: r for r in runs
+                if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    assert set(children) == {"1", "2"}
+    for run in children.values():
+        logged = set(run.data.metrics)
+        assert {"selfplay/games", "gate/score", "eval/vs_random_score", "train/samples"} <= logged
+        assert "train/loss_epoch" in logged  # Lightning's MLFlowLogger wrote into this run
+    history = client.get_metric_history(parent.info.run_id, "vs_random")
+    assert sorted(m.step for m in history) == [1, 2]
+    version = client.get_model_version_by_alias("zeroloop-tictactoe", "champion")
+    assert version.run_id == parent.info.run_id
+
+    again = dvc(repo, "repro", env=env)
+    assert "Running stage" not in again.stdout
+    status = dvc(repo, "status", env=env)
+    assert "up to date" in status.stdout

@@ -1,0 +1,312 @@
+"""Tests for zeroloop.rating. Expected values are worked out by hand (in the
+comments) or by brute force (grid search, finite differences, simulation),
+never by calling the code under test a second way."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from zeroloop.rating import SPRT, MatchScore, fit_elo, gate_decision
+
+ELO_75 = 400 * math.log10(3)  # 75% = odds 3:1 -> 190.85 Elo
+
+
+# ---------------------------------------------------------------- MatchScore
+
+
+def test_score_and_interval_hand_computed():
+    m = MatchScore(6, 2, 2)
+    assert m.games == 10
+    # (6 + 2/2) / 10
+    assert m.score == pytest.approx(0.7)
+    # 0.7 = odds 7:3 -> 400 * log10(7/3) = 147.19 Elo
+    assert m.elo_diff == pytest.approx(147.19, abs=0.01)
+    # Per-game variance: (6 * 0.3^2 + 2 * 0.2^2 + 2 * 0.7^2) / 10 = (0.54 + 0.08 + 0.98) / 10 = 0.16;
+    # SE of the mean sqrt(0.16 / 10) = 0.126491; 95% z = 1.959964 -> half width 0.247918.
+    lo, hi = m.interval()
+    assert lo == pytest.approx(0.7 - 0.247918, abs=1e-5)
+    assert hi == pytest.approx(0.7 + 0.247918, abs=1e-5)
+    lo99, hi99 = m.interval(0.99)
+    assert lo99 < lo and hi99 > hi
+
+
+def test_draws_narrow_the_interval():
+    # Same 0.5 score: 5-0-5 has per-game variance 0.25, 0-10-0 has 0.
+    assert MatchScore(5, 0, 5).interval() != pytest.approx((0.5, 0.5))
+    assert MatchScore(0, 10, 0).interval() == pytest.approx((0.5, 0.5))
+
+
+def test_no_games():
+    m = MatchScore(0, 0, 0)
+    assert m.games == 0 and m.score == 0.5 and m.elo_diff == 0.0
+    assert m.interval() == (0.0, 1.0)
+
+
+def test_clipping():
+    # 10-0: the score is clamped to 1 - 1/20 = 0.95 = odds 19:1 -> 400 * log10(19) = 511.5 Elo.
+    assert MatchScore(10, 0, 0).elo_diff == pytest.approx(511.5, abs=0.1)
+    assert MatchScore(0, 0, 10).elo_diff == pytest.approx(-511.5, abs=0.1)
+    # 9-0-1: variance (9 * 0.01 + 0.81) / 10 = 0.09, SE sqrt(0.009) = 0.094868, half 0.185938:
+    # the upper end 1.086 is clipped to 1, the lower one is 0.714062.
+    lo, hi = MatchScore(9, 0, 1).interval()
+    assert hi == 1.0
+    assert lo == pytest.approx(0.714062, abs=1e-5)
+    assert MatchScore(0, 0, 4).interval() == (0.0, 0.0)
+
+
+def test_bad_match_scores():
+    with pytest.raises(ValueError, match="MatchScore.losses"):
+        MatchScore(1, 0, -1)
+    with pytest.raises(ValueError, match="MatchScore.wins"):
+        MatchScore(1.5, 0, 0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="confidence"):
+        MatchScore(1, 1, 1).interval(1.0)
+
+
+def test_as_dict_is_json():
+    d = json.loads(json.dumps(MatchScore(6, 2, 2).as_dict()))
+    assert (d["wins"], d["draws"], d["losses"], d["games"]) == (6, 2, 2, 10)
+    assert d["score"] == pytest.approx(0.7)
+    assert d["interval95"][0] == pytest.approx(0.452082, abs=1e-5)
+
+
+# ---------------------------------------------------------------- gate
+
+
+def test_gate_at_below_and_above_threshold():
+    assert gate_decision(MatchScore(11, 0, 9)) is True  # 11/20 = 0.55 exactly
+    assert gate_decision(MatchScore(10, 2, 8)) is True  # (10 + 1)/20 = 0.55 via a draw
+    assert gate_decision(MatchScore(10, 1, 9)) is False  # 10.5/20 = 0.525
+    assert gate_decision(MatchScore(12, 0, 8)) is True  # 0.6
+    assert gate_decision(MatchScore(54, 1, 45)) is False  # 54.5/100 = 0.545
+    assert gate_decision(MatchScore(11, 0, 9), threshold=0.56) is False
+    assert gate_decision(MatchScore(10, 0, 0), threshold=1.0) is True
+    assert gate_decision(MatchScore(0, 0, 0), threshold=0.4) is False  # no evidence, no pass
+
+
+@pytest.mark.parametrize("threshold", [0.0, -0.1, 1.01, float("nan")])
+def test_gate_bad_threshold(threshold):
+    with pytest.raises(ValueError, match="gate.threshold"):
+        gate_decision(MatchScore(1, 0, 0), threshold)
+
+
+# ---------------------------------------------------------------- SPRT
+
+
+def test_sprt_decisions():
+    sprt = SPRT(elo0=0, elo1=35)
+    # Bounds: log(0.95 / 0.05) = +2.944 and log(0.05 / 0.95) = -2.944.
+    assert sprt.status(MatchScore(30, 0, 0)) == "accept"
+    assert sprt.status(MatchScore(0, 0, 30)) == "reject"
+    assert sprt.status(MatchScore(2, 0, 1)) == "continue"
+    assert sprt.status(MatchScore(0, 0, 0)) == "continue"
+    # Even, no draws: s0 = 0.5, s1 = 1/(1 + 10^(-35/400)) = 1/1.817523 = 0.550199, var = 0.25, x = 0.5:
+    # LLR = n * 0.050199 * (1 - 1.050199) / 0.5 = -0.0050399 n, below -2.944 from n = 585 on.
+    assert sprt.status(MatchScore(250, 0, 250)) == "continue"
+    assert sprt.status(MatchScore(300, 0, 300)) == "reject"
+    assert sprt.llr(MatchScore(300, 0, 300)) == pytest.approx(-0.0050399 * 600, rel=1e-4)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 4])
+def test_sprt_short_sweep_continues(k):
+    # An even opponent gives k straight wins with probability 2^-k >= 1/16 > alpha = 0.05, so
+    # stopping there with "accept" would break the promised false-accept rate.
+    assert SPRT(elo0=0, elo1=35).status(MatchScore(k, 0, 0)) == "continue"
+
+
+def test_sprt_llr_sign():
+    sprt = SPRT(elo0=0, elo1=35)
+    # The midpoint of the hypotheses' scores is 0.525: above it favours H1, below it H0.
+    assert sprt.llr(MatchScore(60, 0, 40)) > 0
+    assert sprt.llr(MatchScore(52, 0, 48)) < 0
+    assert sprt.llr(MatchScore(0, 0, 0)) == 0.0
+    assert sprt.llr(MatchScore(70, 0, 30)) > sprt.llr(MatchScore(60, 0, 40))
+
+
+def test_sprt_llr_matches_gaussian_likelihood_ratio():
+    # The GSPRT statistic is the exact log-likelihood ratio of two normal models N(s1, var) and
+    # N(s0, var) for the per-game points; sum it game by game.
+    sprt = SPRT(elo0=-10, elo1=25)
+    m = MatchScore(41, 17, 29)
+    points = np.array([1.0] * 41 + [0.5] * 17 + [0.0] * 29)
+    var = points.var()
+    s0, s1 = (1 / (1 + 10 ** (-e / 400)) for e in (-10, 25))
+    brute = float((((points - s0) ** 2 - (points - s1) ** 2) / (2 * var)).sum())
+    assert sprt.llr(m) == pytest.approx(brute, rel=1e-12)
+
+
+def test_sprt_bad_parameters():
+    with pytest.raises(ValueError, match="elo1 > elo0"):
+        SPRT(elo0=10, elo1=5)
+    with pytest.raises(ValueError, match="SPRT.alpha"):
+        SPRT(alpha=0.0)
+
+
+def _stop_rates(true_score: float, draw_rate: float, seed: int) -> dict[str, float]:
+    rng = np.random.default_rng(seed)
+    trials, max_games, every = 400, 3000, 10
+    win = true_score - draw_rate / 2
+    u = rng.random((trials, max_games))
+    wins = np.cumsum(u < win, axis=1)
+    draws = np.cumsum((u >= win) & (u < win + draw_rate), axis=1)
+    sprt, outcomes = SPRT(elo0=0, elo1=35), []
+    for t in range(trials):
+        status = "continue"
+        for n in range(every, max_games + 1, every):
+            w, d = int(wins[t, n - 1]), int(draws[t, n - 1])
+            status = sprt.status(MatchScore(w, d, n - w - d))
+            if status != "continue":
+                break
+        outcomes.append(status)
+    return {s: outcomes.count(s) / trials for s in ("accept", "reject", "continue")}
+
+
+def test_sprt_error_rates_by_simulation():
+    # Under H0 (even strength) false accepts, under H1 (+35 Elo) false rejects, should be near 5%.
+    h0 = _stop_rates(0.5, 0.2, seed=1)
+    assert h0["accept"] < 0.09 and h0["reject"] > 0.85
+    h1 = _stop_rates(1 / (1 + 10 ** (-35 / 400)), 0.2, seed=2)
+    assert h1["reject"] < 0.09 and h1["accept"] > 0.85
+
+
+# ---------------------------------------------------------------- fit_elo
+
+
+def test_two_players_75_percent():
+    r = fit_elo([("a", "b", 3000, 0, 1000)], anchor="b")
+    assert r["b"] == (0.0, 0.0)
+    assert r["a"][0] == pytest.approx(ELO_75, abs=0.5)
+    # Fisher information of d in nats: n p (1 - p) = 4000 * 0.1875 = 750 -> SE = 1/sqrt(750) nat
+    # = 0.036515 * 400 / ln(10) = 6.343 Elo.
+    assert r["a"][1] == pytest.approx(6.343, rel=0.01)
+
+
+def test_draws_count_half():
+    # 2000 wins + 2000 draws + 0 losses is 3000 of 4000 points: 75% again.
+    r = fit_elo([("a", "b", 2000, 2000, 0)], anchor="b")
+    assert r["a"][0] == pytest.approx(ELO_75, abs=0.5)
+
+
+def test_se_halves_with_four_times_the_games():
+    small = fit_elo([("a", "b", 300, 0, 100), ("b", "c", 200, 40, 160)], anchor="a")
+    big = fit_elo([("a", "b", 1200, 0, 400), ("b", "c", 800, 160, 640)], anchor="a")
+    for name in ("b", "c"):
+        assert big[name][1] / small[name][1] == pytest.approx(0.5, abs=0.005)
+        assert big[name][0] == pytest.approx(small[name][0], abs=0.5)
+
+
+def test_transitive_chain():
+    # a beats b 3:1, b beats c 3:1, so a-c odds are 9:1 (90%); ratings 0, -190.85, -381.70.
+    chain = [("a", "b", 750, 0, 250), ("b", "c", 750, 0, 250)]
+    for results in (chain, chain + [("a", "c", 900, 0, 100)]):
+        r = fit_elo(results, anchor="a")
+        assert r["b"][0] == pytest.approx(-ELO_75, abs=1.0)
+        assert r["c"][0] == pytest.approx(-2 * ELO_75, abs=1.0)
+    # The direct a-c games make c's rating more certain.
+    assert fit_elo(chain + [("a", "c", 900, 0, 100)], "a")["c"][1] < fit_elo(chain, "a")["c"][1]
+
+
+def test_anchor_keeps_its_value_and_order_does_not_matter():
+    r = fit_elo([("a", "b", 30, 0, 10), ("c", "b", 5, 10, 5)], anchor="b", anchor_elo=1000.0)
+    assert r["b"] == (1000.0, 0.0)
+    assert r["a"][0] == pytest.approx(1000 + ELO_75, abs=2.0)
+    flipped = fit_elo([("b", "a", 10, 0, 30), ("b", "c", 5, 10, 5)], anchor="b", anchor_elo=1000.0)
+    for name in r:
+        assert flipped[name] == pytest.approx(r[name], abs=1e-6)
+
+
+def test_perfect_score_is_finite():
+    r = fit_elo([("a", "b", 10, 0, 0), ("b", "c", 5, 0, 5)], anchor="b")
+    elo, se = r["a"]
+    assert math.isfinite(elo) and math.isfinite(se)
+    assert elo > 300  # clearly above b, by far more than a 10-game 95% (511 Elo) clamp would hint
+    loser = fit_elo([("a", "b", 0, 0, 20)], anchor="b")["a"]
+    assert math.isfinite(loser[0]) and loser[0] < -300
+
+
+def test_unconnected_players_are_finite_but_uncertain():
+    r = fit_elo([("a", "b", 6, 0, 4), ("x", "y", 8, 0, 2)], anchor="a")
+    for name in ("x", "y"):
+        assert math.isfinite(r[name][0]) and r[name][1] > 1000
+    # Their difference is still determined: 80% -> 400 * log10(4) = 240.8 Elo (prior bias aside).
+    assert r["x"][0] - r["y"][0] == pytest.approx(240.8, abs=3)
+
+
+def _penalised_loglik(rb: np.ndarray, rc: np.ndarray, results, prior: float = 1e-3) -> np.ndarray:
+    """Log-likelihood over a grid of (r_b, r_c) in nats with r_a = 0, written out pair by pair."""
+    strength = {"a": 0.0, "b": rb, "c": rc}
+    total = -0.5 * prior * (rb**2 + rc**2)
+    for p, q, w, d, lo in results:
+        diff = strength[p] - strength[q]
+        pts, games = w + d / 2, w + d + lo
+        p_win = 1 / (1 + np.exp(-diff))
+        total = total + pts * np.log(p_win) + (games - pts) * np.log(1 - p_win)
+    return total
+
+
+SMALL = [("a", "b", 7, 2, 3), ("b", "c", 5, 1, 6), ("a", "c", 4, 0, 2)]
+
+
+def test_mle_matches_grid_search():
+    grid = np.arange(-4, 4, 0.02)
+    rb, rc = np.meshgrid(grid, grid, indexing="ij")
+    i, j = np.unravel_index(np.argmax(_penalised_loglik(rb, rc, SMALL)), rb.shape)
+    fine_b = np.arange(grid[i] - 0.04, grid[i] + 0.04, 0.0002)
+    fine_c = np.arange(grid[j] - 0.04, grid[j] + 0.04, 0.0002)
+    rb, rc = np.meshgrid(fine_b, fine_c, indexing="ij")
+    i, j = np.unravel_index(np.argmax(_penalised_loglik(rb, rc, SMALL)), rb.shape)
+    r = fit_elo(SMALL, anchor="a")
+    nat = 400 / math.log(10)
+    assert r["b"][0] == pytest.approx(fine_b[i] * nat, abs=0.1)
+    assert r["c"][0] == pytest.approx(fine_c[j] * nat, abs=0.1)
+
+
+def test_fit_is_a_stationary_point_of_the_penalised_likelihood():
+    r = fit_elo(SMALL, anchor="a")
+    x = np.array([r["b"][0], r["c"][0]]) / (400 / math.log(10))
+    f = lambda v: float(_penalised_loglik(np.float64(v[0]), np.float64(v[1]), SMALL))
+    h = 1e-6
+    grad = [(f(x + e * h) - f(x - e * h)) / (2 * h) for e in np.eye(2)]
+    assert np.max(np.abs(grad)) < 1e-6
+
+
+def test_perfect_score_matches_grid_search():
+    # 10-0 with the 1e-3 prior: maximise -10 log(1 + e^-d) - 0.0005 d^2 over a fine grid of d (nats).
+    d = np.arange(0.0, 20.0, 1e-5)
+    best = d[np.argmax(-10 * np.log1p(np.exp(-d)) - 0.5e-3 * d**2)]
+    r = fit_elo([("a", "b", 10, 0, 0)], anchor="b")
+    assert r["a"][0] == pytest.approx(best * 400 / math.log(10), abs=0.01)
+
+
+def test_one_pair_closed_form():
+    # 7-2-3: 8 of 12 points, odds 2:1, so d = ln 2 nat = 120.41 Elo (prior shifts it ~0.05 Elo).
+    assert fit_elo([("a", "b", 7, 2, 3)], anchor="b")["a"][0] == pytest.approx(120.41, abs=0.1)
+
+
+def test_standard_errors_match_finite_difference_hessian():
+    r = fit_elo(SMALL, anchor="a")
+    nat = 400 / math.log(10)
+    x = np.array([r["b"][0], r["c"][0]]) / nat
+    h, hess = 1e-4, np.zeros((2, 2))
+    f = lambda v: float(_penalised_loglik(np.float64(v[0]), np.float64(v[1]), SMALL))
+    for k in range(2):
+        for m in range(2):
+            ek, em = np.eye(2)[k] * h, np.eye(2)[m] * h
+            hess[k, m] = (f(x + ek + em) - f(x + ek - em) - f(x - ek + em) + f(x - ek - em)) / (4 * h * h)
+    se = np.sqrt(np.diag(np.linalg.inv(-hess))) * nat
+    assert r["b"][1] == pytest.approx(se[0], rel=1e-4)
+    assert r["c"][1] == pytest.approx(se[1], rel=1e-4)
+
+
+def test_fit_elo_edge_cases():
+    assert fit_elo([], anchor="a", anchor_elo=5.0) == {"a": (5.0, 0.0)}
+    with pytest.raises(ValueError, match="anchor"):
+        fit_elo([("a", "b", 1, 0, 1)], anchor="z")
+    with pytest.raises(ValueError, match="plays itself"):
+        fit_elo([("a", "a", 1, 0, 1)], anchor="a")
+    with pytest.raises(ValueError, match="bad counts"):
+        fit_elo([("a", "b", -1, 0, 1)], anchor="a")
