@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup repro test lint bench clean
+.PHONY: setup repro test test-fast lint bench clean
 
 setup: $(STAMP)
 
@@ -15,14 +15,16 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[solver,dev]"
 	touch $(STAMP)
 
-# Until the DVC pipeline lands this runs the engine demo: self-play games of
-# Connect Four through the batched search (random net), then an analysis.
+# The main job: the DVC pipeline with params.yaml (Connect Four by default).
+# Stages run `python -m zeroloop.stages ...`, so the venv goes first on PATH.
 repro: $(STAMP)
-	$(BIN)/zeroloop selfplay --game connect4 --games 64 --sims 100 --out data/demo/selfplay.jsonl
-	printf '4\n4453\n112233\n' | $(BIN)/zeroloop analyse --game connect4 --sims 200
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
@@ -31,4 +33,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/selfplay_throughput.py
 
 clean:
-	rm -rf $(VENV) data/demo .pytest_cache
+	rm -rf $(VENV) .pytest_cache

@@ -119,6 +119,7 @@ def fit_network(net: PolicyValueNet, game: Game, data, optim: OptimConfig, *, ba
     from zeroloop.nn.data import ReplayDataModule
 
     pl.seed_everything(seed, workers=True, verbose=False)
+    net.train()  # Lightning keeps the modes it finds; BatchNorm must train
     module = AlphaZeroModule(net, game, optim, seed=seed)
     dm = ReplayDataModule(data, batch_size=batch_size, val_fraction=val_fraction, seed=seed)
     accelerator, devices = lightning_device(device)

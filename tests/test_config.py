@@ -1,0 +1,71 @@
+from pathlib import Path
+
+import pytest
+import yaml
+
+from zeroloop.config import ParamsError, load_params, parse_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("path", [ROOT / "params.yaml", *sorted((ROOT / "presets").glob("*.yaml"))],
+                         ids=lambda p: p.name)
+def test_shipped_params_files_are_valid_and_complete(path):
+    p = load_params(path)
+    raw = yaml.safe_load(path.read_text())
+    # every key dvc.yaml lists must be in the file itself (DVC does not know our defaults)
+    for section in ("game", "seed", "net", "mcts", "selfplay", "train", "gate", "evaluate", "generations"):
+        assert section in raw, f"{path.name} lacks {section}"
+    assert "c_puct" in raw["mcts"]
+    assert "solver_positions" in raw["evaluate"] and "uct_playouts" in raw["evaluate"]
+    assert p.last_generation == len(p.generations)
+
+
+@pytest.mark.parametrize("data, expected", [
+    ({"mcts": {"cpuct": 2}}, "unknown key 'mcts.cpuct' (allowed: simulations, c_puct,"),
+    ({"colour": 1}, "unknown key 'colour' (allowed: game, seed,"),
+    ({"gate": {"sprt": {"alfa": 0.1}}}, "unknown key 'gate.sprt.alfa' (allowed: enabled, elo0"),
+    ({"gate": {"threshold": 1.5}}, "gate.threshold: Input should be less than or equal to 1 (got 1.5)"),
+    ({"mcts": {"simulations": 0}}, "mcts.simulations: Input should be greater than or equal to 1 (got 0)"),
+    ({"train": {"optimizer": "rmsprop"}}, "train.optimizer: Input should be 'adam' or 'sgd' (got 'rmsprop')"),
+    ({"game": "chess"}, "game: unknown game; allowed: tictactoe, connect4"),
+    ({"gate": {"games": 7}}, "gate.games: must be even"),
+    ({"generations": {1: {"prev": 0}}}, "generations: key 1 must be a quoted number"),
+    ({"generations": {"1": {"prev": 0}, "3": {"prev": 2}}}, "generation 2 is missing before generation 3"),
+    ({"generations": {"1": {"prev": 0}, "2": {"prev": 0}}}, "generation 2: prev must be 1, got 0"),
+    ({"runtime": {"device": "tpu"}}, "runtime.device: must be auto, cpu or cuda[:N]"),
+    ({"seed": "x"}, "seed: Input should be a valid integer"),
+])
+def test_bad_params_name_the_key_and_what_is_allowed(data, expected):
+    with pytest.raises(ParamsError) as err:
+        parse_params(data)
+    msg = str(err.value)
+    assert expected in msg
+    assert msg.startswith("params.yaml: ") and "\n" not in msg
+
+
+def test_load_params_reports_file_problems(tmp_path):
+    with pytest.raises(ParamsError, match="no such file"):
+        load_params(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("game: connect4\nmcts: [1, 2\n")
+    with pytest.raises(ParamsError, match=r"bad.yaml: not valid YAML at line \d"):
+        load_params(bad)
+    (tmp_path / "list.yaml").write_text("- 1\n")
+    with pytest.raises(ParamsError, match="expected a mapping"):
+        load_params(tmp_path / "list.yaml")
+
+
+def test_fingerprint_ignores_generations_and_runtime_but_not_search():
+    base = parse_params({})
+    more = parse_params({"generations": {"1": {"prev": 0}, "2": {"prev": 1}}, "runtime": {"workers": 3}})
+    other = parse_params({"mcts": {"c_puct": 2.0}})
+    assert base.fingerprint() == more.fingerprint()
+    assert base.fingerprint() != other.fingerprint()
+
+
+def test_full_dump_round_trips_with_quoted_generation_keys():
+    p = parse_params({"game": "tictactoe", "generations": {"1": {"prev": 0}, "2": {"prev": 1}}})
+    data = p.to_yaml_data()
+    assert list(data["generations"]) == ["1", "2"]
+    assert parse_params(yaml.safe_load(yaml.safe_dump(data))) == p

@@ -1,0 +1,109 @@
+import numpy as np
+import pytest
+
+from zeroloop.games import make_game
+from zeroloop.nn.inference import uniform_evaluator
+from zeroloop.nn.net import NetConfig
+from zeroloop.search import MoveSchedule, SearchConfig
+from zeroloop.selfplay import arrays_to_records, play_selfplay_games, records_to_arrays, unpack_planes
+from zeroloop.selfplay_jobs import SelfplayJob, finished_shards, run_selfplay, shard_path
+from zeroloop.storage import DamagedFileError, load_shard, read_shard_meta, save_shard
+
+
+@pytest.fixture(scope="module")
+def records():
+    game = make_game("connect4")
+    recs = play_selfplay_games(game, uniform_evaluator(game), SearchConfig(simulations=8),
+                               MoveSchedule(), 5, rng=np.random.default_rng(2))
+    return game, recs
+
+
+def test_shard_round_trip_keeps_positions_policies_and_results(tmp_path, records):
+    game, recs = records
+    path = tmp_path / "s.zls"
+    save_shard(path, records_to_arrays(game, recs), {"identity": {"game": game.name}, "games": 5})
+    arrays, meta = load_shard(path)
+    assert meta == {"identity": {"game": game.name}, "games": 5}
+    back = arrays_to_records(arrays)
+    assert [r.actions for r in back] == [r.actions for r in recs]
+    assert [r.result for r in back] == [r.result for r in recs]
+    for a, b in zip(back, recs):
+        np.testing.assert_allclose(a.policies, b.policies, atol=1e-3)  # stored as float16
+    # planes decode to exactly what the game encodes, and z is the result from the side to move
+    planes = unpack_planes(arrays["planes"], game)
+    i = 0
+    for r in recs:
+        s = game.initial_state()
+        for a in r.actions:
+            np.testing.assert_array_equal(planes[i], game.encode([s])[0])
+            assert arrays["z"][i] == (r.result if s.first_to_move else -r.result)
+            s = game.apply(s, a)
+            i += 1
+    assert i == len(planes)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "magic", "header"])
+def test_damaged_shards_are_detected_and_named(tmp_path, records, damage):
+    game, recs = records
+    path = tmp_path / "s.zls"
+    save_shard(path, records_to_arrays(game, recs), {"games": 5})
+    raw = bytearray(path.read_bytes())
+    if damage == "flip":
+        raw[-20] ^= 0xFF
+    elif damage == "truncate":
+        raw = raw[:-100]
+    elif damage == "magic":
+        raw[:4] = b"XXXX"
+    else:
+        raw[raw.index(b'"sha256"') + 2] ^= 0x20  # break the JSON key
+    path.write_bytes(bytes(raw))
+    with pytest.raises(DamagedFileError, match=str(path)):
+        load_shard(path)
+
+
+def _job(**kw):
+    args = dict(game="tictactoe", model=None, games=7, search=SearchConfig(simulations=6), seed=11,
+                shard_games=3, device="cpu", net=NetConfig(blocks=1, channels=8, value_hidden=8))
+    args.update(kw)
+    return SelfplayJob(**args)
+
+
+def test_selfplay_resumes_after_a_kill_and_never_mixes_settings(tmp_path):
+    job = _job()
+    assert job.shard_sizes() == [3, 3, 1]
+    out = tmp_path / "shards"
+    results, stats = run_selfplay(job, workers=1, progress=False, out_dir=out)
+    assert [r.games for r in results] == [3, 3, 1] and stats.simulations > 0
+    first = {i: shard_path(out, i).read_bytes() for i in range(3)}
+
+    # a kill after shard 0 was written: shard 1 is missing and shard 2 is half-written
+    shard_path(out, 1).unlink()
+    shard_path(out, 2).write_bytes(first[2][: len(first[2]) // 2])
+    assert finished_shards(job, out) == {0}
+    assert not shard_path(out, 2).exists()  # the damaged one was removed
+    results, stats = run_selfplay(job, workers=1, progress=False, out_dir=out)
+    assert stats.simulations > 0
+    assert {i: shard_path(out, i).read_bytes() for i in range(3)} == first  # same seeds, same games
+
+    # other settings: nothing from the old job is kept
+    other = _job(search=SearchConfig(simulations=7))
+    assert finished_shards(other, out) == set()
+    assert not any(out.glob("shard_*"))
+
+
+def test_games_do_not_depend_on_the_number_of_workers(tmp_path):
+    job = _job(games=4, shard_games=2)
+    run_selfplay(job, workers=1, progress=False, out_dir=tmp_path / "one")
+    run_selfplay(job, workers=2, progress=False, out_dir=tmp_path / "two")
+    for i in range(2):
+        a, _ = load_shard(shard_path(tmp_path / "one", i))
+        b, _ = load_shard(shard_path(tmp_path / "two", i))
+        assert np.array_equal(a["actions"], b["actions"]) and np.array_equal(a["policy"], b["policy"])
+    assert read_shard_meta(shard_path(tmp_path / "two", 0))["identity"] == job.identity()
+
+
+def test_selfplay_job_validates_its_inputs(tmp_path):
+    with pytest.raises(ValueError, match="games=0"):
+        _job(games=0)
+    with pytest.raises(FileNotFoundError, match="nope.pt"):
+        _job(model=str(tmp_path / "nope.pt"))

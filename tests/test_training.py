@@ -1,0 +1,129 @@
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from zeroloop.games import make_game
+from zeroloop.nn import NetConfig, PolicyValueNet
+from zeroloop.nn.data import ReplayData, SymmetryAugment
+from zeroloop.nn.inference import uniform_evaluator
+from zeroloop.nn.module import OptimConfig, alphazero_loss, fit_network, lightning_device
+from zeroloop.search import MoveSchedule, SearchConfig
+from zeroloop.selfplay import play_selfplay_games, records_to_arrays, unpack_planes
+
+
+def test_loss_matches_a_hand_computed_example():
+    logits = torch.tensor([[0.0, math.log(3.0)], [0.0, 0.0]])  # p = (1/4, 3/4) and (1/2, 1/2)
+    value = torch.tensor([0.5, 0.0])
+    pi = torch.tensor([[0.5, 0.5], [1.0, 0.0]])
+    z = torch.tensor([1.0, -1.0])
+    params = [torch.tensor([1.0, 2.0]), torch.tensor([[3.0]])]
+    out = alphazero_loss(logits, value, pi, z, params, l2=0.01)
+    value_loss = ((1 - 0.5) ** 2 + (-1 - 0) ** 2) / 2  # 0.625
+    policy_loss = (-(0.5 * math.log(0.25) + 0.5 * math.log(0.75)) + math.log(2)) / 2
+    l2 = 0.01 * (1 + 4 + 9)
+    assert out["value_loss"].item() == pytest.approx(value_loss)
+    assert out["policy_loss"].item() == pytest.approx(policy_loss, rel=1e-6)
+    assert out["l2"].item() == pytest.approx(l2)
+    assert out["loss"].item() == pytest.approx(value_loss + policy_loss + l2, rel=1e-6)
+
+
+def _midgame(game, plies, seed):
+    rng = np.random.default_rng(seed)
+    s = game.initial_state()
+    for _ in range(plies):
+        legal = np.flatnonzero(game.legal_mask(s))
+        nxt = game.apply(s, int(rng.choice(legal)))
+        if nxt.outcome is not None:
+            break
+        s = nxt
+    return s
+
+
+@pytest.mark.parametrize("name", ["tictactoe", "connect4", "gomoku-5x6-4", "othello-6x6"])
+def test_augmentation_keeps_board_and_policy_aligned(name):
+    game = make_game(name)
+    aug = SymmetryAugment(game)
+    syms = game.symmetries()
+    assert aug.count == len(syms) >= 2
+    for seed in range(3):
+        s = _midgame(game, 5 + seed, seed)
+        x = torch.from_numpy(game.encode([s]))
+        p = torch.arange(game.num_actions, dtype=torch.float32)[None]  # every action distinguishable
+        for k, sym in enumerate(syms):
+            x2, p2 = aug.apply(x, p, torch.tensor([k]))
+            image = game.transform(s, sym)
+            assert torch.equal(x2, torch.from_numpy(game.encode([image])))
+            for a in range(game.num_actions):
+                assert p2[0, sym.action(a)] == p[0, a]  # the policy moved with its cells
+            legal = torch.from_numpy(game.legal_mask(s).astype(np.float32))[None]
+            _, moved_legal = aug.apply(x, legal, torch.tensor([k]))
+            assert np.array_equal(moved_legal[0].numpy().astype(bool), game.legal_mask(image))
+
+
+def test_random_augmentation_uses_its_generator():
+    game = make_game("connect4")
+    aug = SymmetryAugment(game)
+    x = torch.from_numpy(game.encode([_midgame(game, 7, s) for s in range(16)]))
+    p = torch.softmax(torch.randn(16, 7, generator=torch.Generator().manual_seed(1)), 1)
+    a1 = aug.random(x, p, torch.Generator().manual_seed(5))
+    a2 = aug.random(x, p, torch.Generator().manual_seed(5))
+    assert torch.equal(a1[0], a2[0]) and torch.equal(a1[1], a2[1])
+    assert not torch.equal(a1[0], x)  # some of 16 samples were mirrored
+
+
+@pytest.fixture(scope="module")
+def tictactoe_data():
+    game = make_game("tictactoe")
+    records = play_selfplay_games(game, uniform_evaluator(game), SearchConfig(simulations=24),
+                                  MoveSchedule(temperature=1.0, temperature_moves=9), 40,
+                                  rng=np.random.default_rng(0))
+    arrays = records_to_arrays(game, records)
+    planes = unpack_planes(arrays["planes"], game)
+    policy = arrays["policy"].astype(np.float32)
+    return game, ReplayData(planes, policy / policy.sum(1, keepdims=True), arrays["z"].astype(np.float32))
+
+
+def _mean_loss(net, data):
+    net.eval()
+    with torch.no_grad():
+        logits, value = net(torch.from_numpy(data.planes))
+        parts = alphazero_loss(logits, value, torch.from_numpy(data.policy), torch.from_numpy(data.z),
+                               [], 0.0)
+    return parts["loss"].item()
+
+
+def test_real_lightning_fit_lowers_the_loss(tictactoe_data):
+    game, data = tictactoe_data
+    torch.manual_seed(0)
+    net = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=16, value_hidden=16))
+    before = _mean_loss(net, data)
+    losses = fit_network(net, game, data, OptimConfig(epochs=8, lr=3e-3, augment=True), batch_size=32,
+                         seed=0, device="cpu", progress=False)
+    after = _mean_loss(net, data)
+    assert after < before - 0.1, (before, after)
+    assert {"train/loss_epoch", "train/value_loss_epoch", "train/policy_loss_epoch"} <= set(losses)
+    assert not net.training and next(net.parameters()).device.type == "cpu"
+
+
+def test_seeded_fits_are_identical(tictactoe_data):
+    game, data = tictactoe_data
+    nets = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        net = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8))
+        fit_network(net, game, data, OptimConfig(epochs=1), batch_size=32, seed=4, device="cpu",
+                    progress=False)
+        nets.append(net)
+    for a, b in zip(nets[0].state_dict().values(), nets[1].state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_lightning_device_mapping():
+    assert lightning_device("cpu") == ("cpu", 1)
+    assert lightning_device("cuda:1") == ("gpu", [1])
+    expected = ("gpu", 1) if torch.cuda.is_available() else ("cpu", 1)
+    assert lightning_device("auto") == expected
+    with pytest.raises(ValueError, match="tpu"):
+        lightning_device("tpu")
