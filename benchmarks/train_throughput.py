@@ -1,0 +1,72 @@
+"""Training throughput of the Lightning trainer against the raw PyTorch loop, in one run.
+
+Both train the default Connect Four net on the same random positions with the
+same batch size for the same number of steps; the ratio shows what Lightning
+(and the symmetry augmentation) costs on top of forward + backward + step.
+Run it with the machine otherwise idle; threads = cores (the train stage
+runs alone).
+
+    python benchmarks/train_throughput.py [--samples 8192] [--batch 256] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--samples", type=int, default=8192)
+    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--blocks", type=int, default=5)
+    ap.add_argument("--channels", type=int, default=64)
+    a = ap.parse_args()
+
+    from zeroloop.games import make_game
+    from zeroloop.nn import NetConfig, PolicyValueNet
+    from zeroloop.nn.data import ReplayData
+    from zeroloop.nn.module import OptimConfig, alphazero_loss, fit_network
+    from zeroloop.stages.common import quiet_libraries
+
+    quiet_libraries()
+    torch.set_num_threads(a.threads)
+    game = make_game("connect4")
+    rng = np.random.default_rng(0)
+    planes = (rng.random((a.samples, 4, game.rows, game.cols)) < 0.3).astype(np.float32)
+    policy = rng.dirichlet(np.ones(game.num_actions), a.samples).astype(np.float32)
+    z = rng.choice([-1.0, 0.0, 1.0], a.samples).astype(np.float32)
+    cfg = NetConfig(blocks=a.blocks, channels=a.channels, value_hidden=a.channels)
+
+    torch.manual_seed(0)
+    net = PolicyValueNet.for_game(game, cfg).train()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    x, p, t = torch.from_numpy(planes), torch.from_numpy(policy), torch.from_numpy(z)
+    t0 = time.perf_counter()
+    for i in range(0, a.samples - a.batch + 1, a.batch):
+        logits, value = net(x[i:i + a.batch])
+        loss = alphazero_loss(logits, value, p[i:i + a.batch], t[i:i + a.batch], list(net.parameters()),
+                              1e-4)["loss"]
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    raw = (a.samples // a.batch) * a.batch / (time.perf_counter() - t0)
+
+    torch.manual_seed(0)
+    net = PolicyValueNet.for_game(game, cfg)
+    t0 = time.perf_counter()
+    fit_network(net, game, ReplayData(planes, policy, z), OptimConfig(epochs=1), batch_size=a.batch,
+                val_fraction=0.0, device="cpu", progress=False)
+    lit = (a.samples // a.batch) * a.batch / (time.perf_counter() - t0)
+    print(f"net {a.blocks}x{a.channels}, batch {a.batch}, {a.threads} torch threads, {a.samples} samples")
+    print(f"raw PyTorch loop: {raw:8.0f} samples/s")
+    print(f"Lightning fit:    {lit:8.0f} samples/s (augmentation on, trainer start-up included)")
+    print(f"ratio Lightning / raw: {lit / raw:.3f}")
+
+
+if __name__ == "__main__":
+    main()
