@@ -102,3 +102,31 @@ def test_dvc_repro_end_to_end(repo):
     assert "Running stage" not in again.stdout
     status = dvc(repo, "status", env=env)
     assert "up to date" in status.stdout
+
+
+@pytest.mark.slow
+def test_experiment_in_a_temporary_copy_logs_to_the_same_store(repo):
+    """`dvc exp run --temp` runs the stages under .dvc/tmp/exps/...; they must
+    still find the repository's mlflow.db and open a parent run of their own."""
+    repo, env = repo
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    params = yaml.safe_load((repo / "params.yaml").read_text())
+    params["generations"] = {"1": {"prev": 0}}  # one generation keeps this quick
+    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-qm", "one generation"], cwd=repo, check=True)
+
+    dvc(repo, "exp", "run", "--temp", "-S", "mcts.c_puct=2.0", env=env)
+
+    assert not (repo / "models").exists()  # the run happened in the temporary copy
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("e2e")
+    parents = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1
+    run = parents[0]
+    assert run.data.params["mcts.c_puct"] == "2.0" and run.data.tags.get("dvc.exp_name")
+    assert "final_vs_random" in run.data.metrics
+    shown = dvc(repo, "exp", "show", "--json", env=env).stdout
+    assert run.data.tags["dvc.exp_name"] in shown
