@@ -61,6 +61,51 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from zeroloop.config import ParamsError, load_params
+    from zeroloop.stages.common import CHAMPION, quiet_libraries
+
+    quiet_libraries()
+    try:
+        params = load_params(args.params)
+        model = args.model or str(CHAMPION)
+        if not Path(model).is_file():
+            raise FileNotFoundError(f"{model}: no such model file (run `make repro` first, or pass --model)")
+        from zeroloop.storage import load_model
+
+        load_model(model, params.make_game())  # a damaged or wrong-game model fails here, by name
+    except (ParamsError, ValueError, FileNotFoundError) as exc:
+        print(f"zeroloop tune: {exc}", file=sys.stderr)
+        return 2
+    from zeroloop.tracking import StudyTracker
+    from zeroloop.tune import best_params_yaml, run_search_study, save_plots
+
+    study_name = args.study or f"{params.game}-search"
+    tracker = StudyTracker.open(params, study_name, args.storage,
+                                {"objective": "search", "model": model, "seed": args.seed})
+    try:
+        study = run_search_study(params, model=model, trials=args.trials, study_name=study_name,
+                                 storage=args.storage, seed=args.seed, workers=args.workers, tracker=tracker)
+    except KeyboardInterrupt:
+        print(f"zeroloop tune: interrupted; finished trials are stored in {args.storage}; rerun the "
+              f"same command to continue study {study_name!r}", file=sys.stderr)
+        return 130
+    out = Path("reports") / "tuning"
+    states = [t.state.name for t in study.trials]
+    best = None
+    if "COMPLETE" in states:
+        best = best_params_yaml(study, out / "best_params.yaml")
+    plots = save_plots(study, out)
+    tracker.finish(best, plots + ([out / "best_params.yaml"] if best else []))
+    summary = {"study": study_name, "storage": args.storage, "trials": len(states),
+               "complete": states.count("COMPLETE"), "pruned": states.count("PRUNED"),
+               "failed": states.count("FAIL"), "best": best}
+    print(json.dumps(summary, indent=2))
+    return 0 if best else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="zeroloop", description="AlphaZero training pipeline: engine tools.",
@@ -101,6 +146,27 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--out", help="write the games as JSON lines to this file")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_selfplay)
+
+    t = sub.add_parser(
+        "tune", help="Optuna study over c_puct and temperature (search objective)",
+        description="Tune the search settings of a trained model: each trial samples c_puct, "
+                    "temperature and temperature moves from the `tune:` section of params.yaml and "
+                    "plays tune.games games against the reference player (tune.reference) on the "
+                    "same seeded openings. Trials are stored in --storage (resumable by --study "
+                    "name) and logged to MLflow as nested runs; the best settings go to "
+                    "reports/tuning/best_params.yaml with the `dvc exp run -S ...` command that "
+                    "applies them.")
+    t.add_argument("--objective", choices=["search"], default="search",
+                   help="search: a fixed model's match score under the sampled settings")
+    t.add_argument("--trials", type=int, default=20, help="trials to run now (default 20)")
+    t.add_argument("--storage", default="sqlite:///optuna.db",
+                   help="Optuna storage URL (default sqlite:///optuna.db)")
+    t.add_argument("--study", help="study name (default <game>-search); the same name resumes it")
+    t.add_argument("--model", help="model file (default models/champion.pt)")
+    t.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
+    t.add_argument("--seed", type=int, default=0, help="seed of the openings and the sampler")
+    t.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
+    t.set_defaults(func=cmd_tune)
     return p
 
 
@@ -109,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     from zeroloop.workers import init_worker_threads
 
     init_worker_threads()  # one torch thread per process; parallelism comes from processes
+    if args.command == "tune" and args.trials < 1:
+        print("zeroloop tune: --trials must be >= 1", file=sys.stderr)
+        return 2
     if args.command == "analyse" and args.sims < 1:
         print("zeroloop analyse: --sims must be >= 1", file=sys.stderr)
         return 2

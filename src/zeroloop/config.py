@@ -11,6 +11,7 @@ Sections and what reads them (dvc.yaml lists the same keys per stage):
 * ``mcts`` - the search used by self-play (with root noise).
 * ``selfplay``, ``train``, ``gate``, ``evaluate`` - one stage each.
 * ``generations`` - the unrolled generation chain: ``{g: {prev: g - 1}}``.
+* ``tune`` - search space and budget of ``zeroloop tune`` (Optuna).
 * ``runtime`` - where work runs (device, worker processes). It does not change
   results, so no stage lists it as a DVC dependency.
 * ``mlflow`` - the experiment name and the registered model name.
@@ -136,6 +137,51 @@ class EvaluateParams(MatchParams):
     solver_positions: int = Field(200, ge=0, le=100_000)
 
 
+class FloatRange(_Section):
+    low: float
+    high: float
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FloatRange:
+        if not self.low < self.high or (self.log and self.low <= 0):
+            raise ValueError(f"needs low < high (and low > 0 with log), got {self.low}..{self.high}")
+        return self
+
+
+class IntRange(_Section):
+    low: int = Field(ge=0)
+    high: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> IntRange:
+        if not self.low < self.high:
+            raise ValueError(f"needs low < high, got {self.low}..{self.high}")
+        return self
+
+
+class TuneParams(_Section):
+    """Optuna search space and trial budget for ``zeroloop tune`` (not a DVC dependency)."""
+
+    c_puct: FloatRange = FloatRange(low=0.5, high=4.0, log=True)
+    temperature: FloatRange = FloatRange(low=0.0, high=1.5)
+    temperature_moves: IntRange = IntRange(low=0, high=12)
+    games: int = Field(60, ge=2, description="games per trial, colour-balanced pairs")
+    rounds: int = Field(5, ge=1, le=100, description="intermediate reports per trial (for pruning)")
+    simulations: int = Field(100, ge=1, le=100_000)
+    opening_plies: int = Field(2, ge=0, le=20)
+    reference: Literal["uct", "random", "greedy"] = "uct"
+    reference_playouts: int = Field(1000, ge=1)
+    pruner: Literal["wilcoxon", "median", "none"] = "median"
+
+    @field_validator("games")
+    @classmethod
+    def _even(cls, v: int) -> int:
+        if v % 2:
+            raise ValueError("must be even (games are colour-balanced pairs)")
+        return v
+
+
 class GenerationParams(_Section):
     prev: int = Field(ge=0)
 
@@ -170,6 +216,7 @@ class Params(_Section):
     """Keys are quoted in params.yaml ("1": {prev: 0}); parse_params insists."""
     runtime: RuntimeParams = RuntimeParams()
     mlflow: MLflowParams = MLflowParams()
+    tune: TuneParams = TuneParams()
 
     @field_validator("game")
     @classmethod
@@ -220,7 +267,7 @@ class Params(_Section):
     def flat(self) -> dict[str, Any]:
         """``section.key -> value`` for logging as run parameters."""
         out: dict[str, Any] = {}
-        for key, value in self.model_dump(exclude={"generations"}).items():
+        for key, value in self.model_dump(exclude={"generations", "tune"}).items():
             _flatten(key, value, out)
         out["generations"] = len(self.generations)
         return out

@@ -31,6 +31,7 @@ PIPELINE_KEY = "zeroloop.pipeline_key"
 GENERATION = "zeroloop.generation"
 PARENT = "mlflow.parentRunId"
 ALIAS = "champion"
+STUDY_TAG = "zeroloop.study"
 
 
 def repo_root() -> Path:
@@ -160,3 +161,76 @@ def _log_batch(client, run_id: str, *, metrics: dict[str, float] | None = None,
     ps = [Param(k, str(v)) for k, v in (params or {}).items()]
     for i in range(0, max(len(ms), len(ps)), 500):  # MLflow's batch limits
         client.log_batch(run_id, metrics=ms[i:i + 500], params=ps[i:i + 500])
+
+
+class TrialRun:
+    """One Optuna trial's nested MLflow run."""
+
+    def __init__(self, client, run_id: str) -> None:
+        self.client, self.run_id = client, run_id
+
+    def log(self, metrics: dict[str, float], step: int | None) -> None:
+        _log_batch(self.client, self.run_id, metrics=metrics, step=step or 0)
+
+    def end(self, state: str, error: str | None = None) -> None:
+        """state: COMPLETE, PRUNED or FAILED (Optuna's words, kept as a tag)."""
+        self.client.set_tag(self.run_id, "optuna.state", state)
+        if error:
+            self.client.set_tag(self.run_id, "error", error[:5000])
+        self.client.set_terminated(self.run_id, "FAILED" if state == "FAILED" else "FINISHED")
+
+
+class StudyTracker:
+    """An MLflow parent run per Optuna study (found by the tag ``zeroloop.study``)
+    with one nested run per trial."""
+
+    def __init__(self, client, experiment_id: str, parent_id: str) -> None:
+        self.client, self.experiment_id, self.parent_id = client, experiment_id, parent_id
+
+    @classmethod
+    def open(cls, params: Params, study_name: str, storage: str, extra: dict[str, Any]) -> StudyTracker:
+        from mlflow.tracking import MlflowClient
+
+        logging.getLogger("mlflow").setLevel(logging.ERROR)
+        client = MlflowClient(tracking_uri())
+        name = params.mlflow.experiment
+        exp = client.get_experiment_by_name(name)
+        exp_id = exp.experiment_id if exp else client.create_experiment(
+            name, artifact_location=artifact_location())
+        found = client.search_runs([exp_id], filter_string=f"tags.`{STUDY_TAG}` = '{study_name}'",
+                                   max_results=1)
+        if found:
+            parent = found[0].info.run_id
+        else:
+            run = client.create_run(exp_id, run_name=f"tune-{study_name}",
+                                    tags={STUDY_TAG: study_name, "optuna.storage": storage,
+                                          "zeroloop.game": params.game})
+            parent = run.info.run_id
+            flat = {f"tune.{k}": v for k, v in _flat(params.tune.model_dump()).items()}
+            _log_batch(client, parent, params={**flat, **extra, "game": params.game})
+        return cls(client, exp_id, parent)
+
+    def trial_run(self, number: int, params: dict[str, Any]) -> TrialRun:
+        run = self.client.create_run(self.experiment_id, run_name=f"trial-{number}",
+                                     tags={PARENT: self.parent_id, "optuna.trial": str(number)})
+        _log_batch(self.client, run.info.run_id, params=params)
+        return TrialRun(self.client, run.info.run_id)
+
+    def finish(self, best: dict[str, Any] | None, artifacts: list[Path]) -> None:
+        if best:
+            _log_batch(self.client, self.parent_id, metrics={"best_score": best["score"]})
+            self.client.set_tag(self.parent_id, "best_trial", str(best["trial"]))
+        for path in artifacts:
+            self.client.log_artifact(self.parent_id, str(path), "tuning")
+        self.client.set_terminated(self.parent_id, "FINISHED")
+
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
