@@ -34,6 +34,12 @@ class ParamsError(ValueError):
     """params.yaml is missing, unreadable or invalid; the message is one line."""
 
 
+def _even_games(v: int) -> int:
+    if v % 2:
+        raise ValueError("must be even (games are colour-balanced pairs)")
+    return v
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -118,9 +124,7 @@ class MatchParams(_Section):
     @field_validator("games")
     @classmethod
     def _even(cls, v: int) -> int:
-        if v % 2:
-            raise ValueError("must be even (games are colour-balanced pairs)")
-        return v
+        return _even_games(v)
 
 
 class GateParams(MatchParams):
@@ -177,9 +181,7 @@ class TuneParams(_Section):
     @field_validator("games")
     @classmethod
     def _even(cls, v: int) -> int:
-        if v % 2:
-            raise ValueError("must be even (games are colour-balanced pairs)")
-        return v
+        return _even_games(v)
 
 
 class GenerationParams(_Section):
