@@ -93,3 +93,23 @@ def test_tune_ranges_are_validated():
         parse_params({"tune": {"c_puct": {"low": 2.0, "high": 1.0}}})
     with pytest.raises(ParamsError, match="unknown key 'tune.cpuct'"):
         parse_params({"tune": {"cpuct": {"low": 1.0, "high": 2.0}}})
+
+
+def test_parallel_jobs_share_one_study_through_a_journal_file(setup, tmp_path):
+    params, model, _ = setup
+    params_file = tmp_path / "params.yaml"
+    params_file.write_text(yaml.safe_dump(params.to_yaml_data()))
+    storage = f"journal:{tmp_path / 'optuna.journal'}"
+    StudyTracker.open(params, "p", storage, {})  # the parent run first, as the command does
+    tune.parallel_search_study(str(params_file), model=model, trials=3, study_name="p", storage=storage,
+                               seed=0, jobs=2)
+    study = optuna.load_study(study_name="p", storage=tune.open_storage(storage))
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 3
+    from mlflow.tracking import MlflowClient
+
+    runs = MlflowClient().search_runs([MlflowClient().get_experiment_by_name("tune-test").experiment_id])
+    assert len([r for r in runs if "mlflow.parentRunId" not in r.data.tags]) == 1
+    assert len([r for r in runs if "mlflow.parentRunId" in r.data.tags]) == 3
+    with pytest.raises(ValueError, match="journal"):
+        tune.parallel_search_study(str(params_file), model=model, trials=2, study_name="p",
+                                   storage=f"sqlite:///{tmp_path / 'x.db'}", seed=0, jobs=2)

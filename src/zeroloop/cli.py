@@ -80,14 +80,31 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"zeroloop tune: {exc}", file=sys.stderr)
         return 2
     from zeroloop.tracking import StudyTracker
-    from zeroloop.tune import best_params_yaml, run_search_study, save_plots
+    from zeroloop.tune import (
+        best_params_yaml,
+        open_storage,
+        parallel_search_study,
+        run_search_study,
+        save_plots,
+    )
 
     study_name = args.study or f"{params.game}-search"
     tracker = StudyTracker.open(params, study_name, args.storage,
                                 {"objective": "search", "model": model, "seed": args.seed})
     try:
-        study = run_search_study(params, model=model, trials=args.trials, study_name=study_name,
-                                 storage=args.storage, seed=args.seed, workers=args.workers, tracker=tracker)
+        if args.jobs > 1:
+            parallel_search_study(args.params, model=model, trials=args.trials, study_name=study_name,
+                                  storage=args.storage, seed=args.seed, jobs=args.jobs)
+            import optuna
+
+            study = optuna.load_study(study_name=study_name, storage=open_storage(args.storage))
+        else:
+            study = run_search_study(params, model=model, trials=args.trials, study_name=study_name,
+                                     storage=args.storage, seed=args.seed, workers=args.workers,
+                                     tracker=tracker)
+    except ValueError as exc:
+        print(f"zeroloop tune: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"zeroloop tune: interrupted; finished trials are stored in {args.storage}; rerun the "
               f"same command to continue study {study_name!r}", file=sys.stderr)
@@ -160,7 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="search: a fixed model's match score under the sampled settings")
     t.add_argument("--trials", type=int, default=20, help="trials to run now (default 20)")
     t.add_argument("--storage", default="sqlite:///optuna.db",
-                   help="Optuna storage URL (default sqlite:///optuna.db)")
+                   help="Optuna storage: sqlite:///optuna.db (default, one process), "
+                        "journal:optuna.journal (several processes on one machine), or a "
+                        "PostgreSQL URL (several machines: run the same command on each)")
+    t.add_argument("--jobs", type=int, default=1,
+                   help="processes sharing the study on this machine (needs a journal or RDB storage)")
     t.add_argument("--study", help="study name (default <game>-search); the same name resumes it")
     t.add_argument("--model", help="model file (default models/champion.pt)")
     t.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
@@ -175,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     from zeroloop.workers import init_worker_threads
 
     init_worker_threads()  # one torch thread per process; parallelism comes from processes
-    if args.command == "tune" and args.trials < 1:
-        print("zeroloop tune: --trials must be >= 1", file=sys.stderr)
+    if args.command == "tune" and (args.trials < 1 or args.jobs < 1):
+        print("zeroloop tune: --trials and --jobs must be >= 1", file=sys.stderr)
         return 2
     if args.command == "analyse" and args.sims < 1:
         print("zeroloop analyse: --sims must be >= 1", file=sys.stderr)

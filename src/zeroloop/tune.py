@@ -80,6 +80,18 @@ def search_objective_score(params: Params, model: str, settings: TrialSettings, 
     return points / games
 
 
+def open_storage(url: str):
+    """An Optuna storage from a URL: ``journal:PATH`` is a journal file (safe
+    for several processes on one machine); anything else is an RDB URL
+    (``sqlite:///optuna.db`` for one process, PostgreSQL/MySQL for many machines)."""
+    if url.startswith("journal:"):
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        return JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
+    return url
+
+
 def run_search_study(params: Params, *, model: str, trials: int, study_name: str, storage: str,
                      seed: int = 0, workers: int | None = None, tracker=None) -> Any:
     """Run (or resume) a study of the search objective; returns the optuna Study.
@@ -93,7 +105,7 @@ def run_search_study(params: Params, *, model: str, trials: int, study_name: str
     pruner = {"median": lambda: optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
               "wilcoxon": lambda: optuna.pruners.WilcoxonPruner(p_threshold=0.1),
               "none": optuna.pruners.NopPruner}[params.tune.pruner]()
-    study = optuna.create_study(study_name=study_name, storage=storage, direction="maximize",
+    study = optuna.create_study(study_name=study_name, storage=open_storage(storage), direction="maximize",
                                 sampler=optuna.samplers.TPESampler(seed=seed), pruner=pruner,
                                 load_if_exists=True)
     study.set_user_attr("objective", "search")
@@ -184,3 +196,42 @@ def save_plots(study, out_dir: str | Path) -> list[Path]:
         atomic_write_bytes(path, buf.getvalue())
         paths.append(path)
     return paths
+
+
+def parallel_search_study(params_file: str, *, model: str, trials: int, study_name: str, storage: str,
+                          seed: int, jobs: int) -> None:
+    """Run ``jobs`` processes that share one study through ``storage`` (not
+    SQLite); each runs its share of ``trials`` with cores/jobs match workers."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    from zeroloop.workers import default_workers
+
+    if storage.startswith("sqlite"):
+        raise ValueError("--jobs > 1 needs a storage several processes can share: "
+                         "--storage journal:optuna.journal (one machine) or a PostgreSQL URL")
+    # create the study once, so the workers do not race to create it
+    import optuna
+
+    optuna.create_study(study_name=study_name, storage=open_storage(storage), direction="maximize",
+                        load_if_exists=True)
+    shares = [trials // jobs + (i < trials % jobs) for i in range(jobs)]
+    per_job = max(1, default_workers() // jobs)
+    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
+        futures = [ex.submit(_study_job, params_file, model, n, study_name, storage, seed + i, per_job)
+                   for i, n in enumerate(shares) if n]
+        for f in futures:
+            f.result()
+
+
+def _study_job(params_file: str, model: str, trials: int, study_name: str, storage: str, seed: int,
+               workers: int) -> None:
+    from zeroloop.config import load_params
+    from zeroloop.stages.common import setup_process
+    from zeroloop.tracking import StudyTracker
+
+    setup_process()
+    params = load_params(params_file)
+    tracker = StudyTracker.open(params, study_name, storage, {"objective": "search"})
+    run_search_study(params, model=model, trials=trials, study_name=study_name, storage=storage,
+                     seed=seed, workers=workers, tracker=tracker)
