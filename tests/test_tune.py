@@ -113,3 +113,20 @@ def test_parallel_jobs_share_one_study_through_a_journal_file(setup, tmp_path):
     with pytest.raises(ValueError, match="journal"):
         tune.parallel_search_study(str(params_file), model=model, trials=2, study_name="p",
                                    storage=f"sqlite:///{tmp_path / 'x.db'}", seed=0, jobs=2)
+
+
+def test_selfplay_objective_trains_per_trial_and_reports_each_generation(tmp_path, mlflow_db, monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{mlflow_db}")
+    params = parse_params({**TINY, "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+                           "mcts": {"simulations": 8}, "selfplay": {"shard_games": 4},
+                           "train": {"epochs": 1, "batch_size": 16},
+                           "tune": {**TINY["tune"], "selfplay_generations": 2, "selfplay_games": 4}})
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    study = tune.run_search_study(params, model=None, trials=3, study_name="s", storage=storage, workers=1,
+                                  tracker=StudyTracker.open(params, "s", storage, {}), objective="selfplay")
+    assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 3
+    for t in study.trials:
+        assert sorted(t.intermediate_values) == [1, 2]  # one report per generation
+        assert t.value == t.intermediate_values[2]
+    best = tune.best_params_yaml(study, tmp_path / "best.yaml")
+    assert set(best["params"]) == {"mcts.c_puct", "selfplay.temperature", "selfplay.temperature_moves"}

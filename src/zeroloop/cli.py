@@ -70,12 +70,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
     quiet_libraries()
     try:
         params = load_params(args.params)
-        model = args.model or str(CHAMPION)
-        if not Path(model).is_file():
-            raise FileNotFoundError(f"{model}: no such model file (run `make repro` first, or pass --model)")
-        from zeroloop.storage import load_model
+        model = None
+        if args.objective == "search":
+            model = args.model or str(CHAMPION)
+            if not Path(model).is_file():
+                raise FileNotFoundError(
+                    f"{model}: no such model file (run `make repro` first, or pass --model)")
+            from zeroloop.storage import load_model
 
-        load_model(model, params.make_game())  # a damaged or wrong-game model fails here, by name
+            load_model(model, params.make_game())  # a damaged or wrong-game model fails here, by name
     except (ParamsError, ValueError, FileNotFoundError) as exc:
         print(f"zeroloop tune: {exc}", file=sys.stderr)
         return 2
@@ -88,20 +91,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
         save_plots,
     )
 
-    study_name = args.study or f"{params.game}-search"
+    study_name = args.study or f"{params.game}-{args.objective}"
     tracker = StudyTracker.open(params, study_name, args.storage,
-                                {"objective": "search", "model": model, "seed": args.seed})
+                                {"objective": args.objective, "model": model or "", "seed": args.seed})
     try:
         if args.jobs > 1:
             parallel_search_study(args.params, model=model, trials=args.trials, study_name=study_name,
-                                  storage=args.storage, seed=args.seed, jobs=args.jobs)
+                                  storage=args.storage, seed=args.seed, jobs=args.jobs,
+                                  objective=args.objective)
             import optuna
 
             study = optuna.load_study(study_name=study_name, storage=open_storage(args.storage))
         else:
             study = run_search_study(params, model=model, trials=args.trials, study_name=study_name,
                                      storage=args.storage, seed=args.seed, workers=args.workers,
-                                     tracker=tracker)
+                                     tracker=tracker, objective=args.objective)
     except ValueError as exc:
         print(f"zeroloop tune: {exc}", file=sys.stderr)
         return 2
@@ -165,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_selfplay)
 
     t = sub.add_parser(
-        "tune", help="Optuna study over c_puct and temperature (search objective)",
+        "tune", help="Optuna study over c_puct and temperature",
         description="Tune the search settings of a trained model: each trial samples c_puct, "
                     "temperature and temperature moves from the `tune:` section of params.yaml and "
                     "plays tune.games games against the reference player (tune.reference) on the "
@@ -173,8 +177,11 @@ def build_parser() -> argparse.ArgumentParser:
                     "name) and logged to MLflow as nested runs; the best settings go to "
                     "reports/tuning/best_params.yaml with the `dvc exp run -S ...` command that "
                     "applies them.")
-    t.add_argument("--objective", choices=["search"], default="search",
-                   help="search: a fixed model's match score under the sampled settings")
+    t.add_argument("--objective", choices=["search", "selfplay"], default="search",
+                   help="search: a fixed model's match score under the sampled settings (cheap); "
+                        "selfplay: a short training run per trial with the sampled self-play "
+                        "settings, scored by its final model (tune.selfplay_generations x "
+                        "tune.selfplay_games)")
     t.add_argument("--trials", type=int, default=20, help="trials to run now (default 20)")
     t.add_argument("--storage", default="sqlite:///optuna.db",
                    help="Optuna storage: sqlite:///optuna.db (default, one process), "
@@ -183,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--jobs", type=int, default=1,
                    help="processes sharing the study on this machine (needs a journal or RDB storage)")
     t.add_argument("--study", help="study name (default <game>-search); the same name resumes it")
-    t.add_argument("--model", help="model file (default models/champion.pt)")
+    t.add_argument("--model", help="search objective: model file (default models/champion.pt)")
     t.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
     t.add_argument("--seed", type=int, default=0, help="seed of the openings and the sampler")
     t.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")

@@ -177,6 +177,9 @@ class TuneParams(_Section):
     reference: Literal["uct", "random", "greedy"] = "uct"
     reference_playouts: int = Field(1000, ge=1)
     pruner: Literal["wilcoxon", "median", "none"] = "median"
+    selfplay_generations: int = Field(2, ge=1, le=100,
+                                      description="selfplay objective: generations per trial")
+    selfplay_games: int = Field(100, ge=1, description="selfplay objective: games per generation")
 
     @field_validator("games")
     @classmethod

@@ -1,5 +1,9 @@
 """Optuna studies over the search hyperparameters (c_puct, temperature).
 
+The *selfplay* objective: each trial trains a fresh network for a few
+generations with the sampled self-play settings and is scored the same way,
+with the score after each generation reported for pruning.
+
 The *search* objective: a fixed trained model plays with the sampled search
 settings against a fixed reference player over a fixed, seeded set of
 openings (the same for every trial: common random numbers, so differences
@@ -80,6 +84,57 @@ def search_objective_score(params: Params, model: str, settings: TrialSettings, 
     return points / games
 
 
+def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: str | Path, *, seed: int,
+                             report=None, workers: int | None = None) -> float:
+    """Train a fresh network for ``tune.selfplay_generations`` generations with
+    the sampled self-play settings (same library code as the DVC stages:
+    sharded self-play, replay window, Lightning training; every candidate is
+    kept), then score it like the search objective with the default search
+    settings. ``report(score, generation)`` follows each generation."""
+    import torch
+
+    from zeroloop.nn.data import load_replay
+    from zeroloop.nn.module import OptimConfig, fit_network
+    from zeroloop.nn.net import NetConfig, PolicyValueNet
+    from zeroloop.search import MoveSchedule, SearchConfig
+    from zeroloop.selfplay_jobs import SelfplayJob, run_selfplay
+    from zeroloop.storage import save_model
+
+    game, space, t = params.make_game(), params.tune, params.train
+    workdir = Path(workdir)
+    torch.manual_seed(seed)
+    net = PolicyValueNet.for_game(game, NetConfig(**params.net.model_dump()))
+    best = workdir / "best.pt"
+    save_model(best, net, game)
+    m = params.mcts
+    search = SearchConfig(simulations=m.simulations, c_puct=settings.c_puct,
+                          dirichlet_alpha=m.dirichlet_alpha, dirichlet_epsilon=m.dirichlet_epsilon,
+                          leaves_per_game=m.leaves_per_game)
+    schedule = MoveSchedule(temperature=settings.temperature,
+                            temperature_moves=settings.temperature_moves)
+    optim = OptimConfig(optimizer=t.optimizer, lr=t.lr, momentum=t.momentum, lr_schedule=t.lr_schedule,
+                        lr_step_epochs=t.lr_step_epochs, lr_step_gamma=t.lr_step_gamma, l2=t.l2,
+                        epochs=t.epochs, augment=t.augment)
+    default = TrialSettings(c_puct=m.c_puct, temperature=0.0, temperature_moves=0)
+    window: list[Path] = []
+    score = 0.0
+    for gen in range(1, space.selfplay_generations + 1):
+        out = workdir / f"gen_{gen}"
+        job = SelfplayJob(game=game.name, model=str(best), games=space.selfplay_games, search=search,
+                          schedule=schedule, seed=seed * 1000 + gen, shard_games=params.selfplay.shard_games,
+                          device=params.runtime.device)
+        run_selfplay(job, workers=workers, progress=False, out_dir=out)
+        window = [out, *window][: t.replay_generations]
+        data = load_replay(game, sorted(str(p) for d in window for p in d.glob("shard_*.zls")))
+        fit_network(net, game, data, optim, batch_size=t.batch_size, val_fraction=0.0, seed=seed + gen,
+                    device=params.runtime.device, progress=False)
+        save_model(best, net, game, meta={"generation": gen})
+        score = search_objective_score(params, str(best), default, seed=seed, workers=workers)
+        if report is not None:
+            report(score, gen)
+    return score
+
+
 def open_storage(url: str):
     """An Optuna storage from a URL: ``journal:PATH`` is a journal file (safe
     for several processes on one machine); anything else is an RDB URL
@@ -92,9 +147,12 @@ def open_storage(url: str):
     return url
 
 
-def run_search_study(params: Params, *, model: str, trials: int, study_name: str, storage: str,
-                     seed: int = 0, workers: int | None = None, tracker=None) -> Any:
-    """Run (or resume) a study of the search objective; returns the optuna Study.
+def run_search_study(params: Params, *, model: str | None, trials: int, study_name: str, storage: str,
+                     seed: int = 0, workers: int | None = None, tracker=None, objective: str = "search",
+                     ) -> Any:
+    """Run (or resume) a study; returns the optuna Study. ``objective``:
+    ``search`` (``model`` under the sampled settings) or ``selfplay`` (a short
+    training run per trial, in a temporary directory).
 
     A trial that raises is recorded as failed (in Optuna and MLflow) and the
     study goes on.
@@ -108,10 +166,11 @@ def run_search_study(params: Params, *, model: str, trials: int, study_name: str
     study = optuna.create_study(study_name=study_name, storage=open_storage(storage), direction="maximize",
                                 sampler=optuna.samplers.TPESampler(seed=seed), pruner=pruner,
                                 load_if_exists=True)
-    study.set_user_attr("objective", "search")
-    study.set_user_attr("model", os.path.abspath(model))
+    study.set_user_attr("objective", objective)
+    if model:
+        study.set_user_attr("model", os.path.abspath(model))
 
-    def objective(trial) -> float:
+    def evaluate_trial(trial) -> float:
         settings = suggest(trial, params.tune)
         run = tracker.trial_run(trial.number, settings.as_params()) if tracker else None
 
@@ -123,7 +182,15 @@ def run_search_study(params: Params, *, model: str, trials: int, study_name: str
                 raise optuna.TrialPruned()
 
         try:
-            score = search_objective_score(params, model, settings, seed=seed, report=report, workers=workers)
+            if objective == "selfplay":
+                import tempfile
+
+                with tempfile.TemporaryDirectory(prefix=f"zeroloop-trial{trial.number}-") as tmp:
+                    score = selfplay_objective_score(params, settings, tmp, seed=seed, report=report,
+                                                     workers=workers)
+            else:
+                score = search_objective_score(params, model, settings, seed=seed, report=report,
+                                               workers=workers)
         except optuna.TrialPruned:
             if run is not None:
                 run.end("PRUNED")
@@ -137,7 +204,7 @@ def run_search_study(params: Params, *, model: str, trials: int, study_name: str
             run.end("COMPLETE")
         return score
 
-    study.optimize(objective, n_trials=trials, catch=(Exception,), gc_after_trial=True)
+    study.optimize(evaluate_trial, n_trials=trials, catch=(Exception,), gc_after_trial=True)
     return study
 
 
@@ -148,11 +215,13 @@ def best_params_yaml(study, path: str | Path) -> dict:
     from zeroloop.storage import atomic_write_bytes
 
     best = study.best_trial
-    keys = {"mcts.c_puct": round(best.params["c_puct"], 4),
-            "evaluate.temperature": round(best.params["temperature"], 4),
-            "evaluate.temperature_moves": int(best.params["temperature_moves"]),
-            "gate.temperature": round(best.params["temperature"], 4),
-            "gate.temperature_moves": int(best.params["temperature_moves"])}
+    temp, moves = round(best.params["temperature"], 4), int(best.params["temperature_moves"])
+    keys: dict[str, Any] = {"mcts.c_puct": round(best.params["c_puct"], 4)}
+    if study.user_attrs.get("objective") == "selfplay":  # the settings self-play ran with
+        keys.update({"selfplay.temperature": temp, "selfplay.temperature_moves": moves})
+    else:  # the settings the model played its matches with
+        keys.update({"evaluate.temperature": temp, "evaluate.temperature_moves": moves,
+                     "gate.temperature": temp, "gate.temperature_moves": moves})
     command = "dvc exp run " + " ".join(f"-S {k}={v}" for k, v in keys.items())
     data = {"study": study.study_name, "trial": best.number, "score": round(best.value, 4),
             "params": keys, "apply": command}
@@ -198,8 +267,8 @@ def save_plots(study, out_dir: str | Path) -> list[Path]:
     return paths
 
 
-def parallel_search_study(params_file: str, *, model: str, trials: int, study_name: str, storage: str,
-                          seed: int, jobs: int) -> None:
+def parallel_search_study(params_file: str, *, model: str | None, trials: int, study_name: str,
+                          storage: str, seed: int, jobs: int, objective: str = "search") -> None:
     """Run ``jobs`` processes that share one study through ``storage`` (not
     SQLite); each runs its share of ``trials`` with cores/jobs match workers."""
     import multiprocessing as mp
@@ -218,20 +287,21 @@ def parallel_search_study(params_file: str, *, model: str, trials: int, study_na
     shares = [trials // jobs + (i < trials % jobs) for i in range(jobs)]
     per_job = max(1, default_workers() // jobs)
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
-        futures = [ex.submit(_study_job, params_file, model, n, study_name, storage, seed + i, per_job)
+        futures = [ex.submit(_study_job, params_file, model, n, study_name, storage, seed + i, per_job,
+                             objective)
                    for i, n in enumerate(shares) if n]
         for f in futures:
             f.result()
 
 
-def _study_job(params_file: str, model: str, trials: int, study_name: str, storage: str, seed: int,
-               workers: int) -> None:
+def _study_job(params_file: str, model: str | None, trials: int, study_name: str, storage: str,
+               seed: int, workers: int, objective: str) -> None:
     from zeroloop.config import load_params
     from zeroloop.stages.common import setup_process
     from zeroloop.tracking import StudyTracker
 
     setup_process()
     params = load_params(params_file)
-    tracker = StudyTracker.open(params, study_name, storage, {"objective": "search"})
+    tracker = StudyTracker.open(params, study_name, storage, {"objective": objective})
     run_search_study(params, model=model, trials=trials, study_name=study_name, storage=storage,
-                     seed=seed, workers=workers, tracker=tracker)
+                     seed=seed, workers=workers, tracker=tracker, objective=objective)
