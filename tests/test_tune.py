@@ -45,6 +45,9 @@ def test_study_records_trials_resumes_and_survives_a_failing_trial(setup, tmp_pa
     states = [t.state for t in study.trials]
     assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL,
                       optuna.trial.TrialState.COMPLETE]
+    first = study.trials[0]  # the current settings are measured first
+    assert first.user_attrs.get("default") and first.params["c_puct"] == params.mcts.c_puct
+    assert first.params["temperature_moves"] == params.evaluate.temperature_moves
     assert all(0 <= t.value <= 1 for t in study.trials if t.value is not None)
 
     # resume: the same name adds trials to the same study in the same storage
@@ -57,6 +60,9 @@ def test_study_records_trials_resumes_and_survives_a_failing_trial(setup, tmp_pa
     written = yaml.safe_load((tmp_path / "best_params.yaml").read_text())
     assert written == best and written["score"] == round(again.best_value, 4)
     assert written["apply"].startswith("dvc exp run -S mcts.c_puct=")
+    assert written["gain"] == pytest.approx(again.best_value - first.value, abs=1e-3)
+    low, high = written["gain_ci95"]
+    assert low <= written["gain"] <= high
     assert parse_params({"mcts": {"c_puct": written["params"]["mcts.c_puct"]}})  # a valid value
 
     from mlflow.tracking import MlflowClient

@@ -135,6 +135,16 @@ def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: s
     return score
 
 
+def default_settings(params: Params, objective: str) -> TrialSettings:
+    """The settings params.yaml uses now, clipped into the search space."""
+    space = params.tune
+    src = params.selfplay if objective == "selfplay" else params.evaluate
+    clip = lambda v, r: min(max(v, r.low), r.high)  # noqa: E731
+    return TrialSettings(c_puct=clip(params.mcts.c_puct, space.c_puct),
+                         temperature=clip(src.temperature, space.temperature),
+                         temperature_moves=int(clip(src.temperature_moves, space.temperature_moves)))
+
+
 def open_storage(url: str):
     """An Optuna storage from a URL: ``journal:PATH`` is a journal file (safe
     for several processes on one machine); anything else is an RDB URL
@@ -166,7 +176,11 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
     study = optuna.create_study(study_name=study_name, storage=open_storage(storage), direction="maximize",
                                 sampler=optuna.samplers.TPESampler(seed=seed), pruner=pruner,
                                 load_if_exists=True)
+    if not study.trials:
+        # the current settings go first, on the same openings: the gain of the best is measured against them
+        study.enqueue_trial(default_settings(params, objective).as_params(), user_attrs={"default": True})
     study.set_user_attr("objective", objective)
+    study.set_user_attr("games_per_trial", 2 * (params.tune.games // 2))
     if model:
         study.set_user_attr("model", os.path.abspath(model))
 
@@ -225,6 +239,16 @@ def best_params_yaml(study, path: str | Path) -> dict:
     command = "dvc exp run " + " ".join(f"-S {k}={v}" for k, v in keys.items())
     data = {"study": study.study_name, "trial": best.number, "score": round(best.value, 4),
             "params": keys, "apply": command}
+    defaults = [t for t in study.trials if t.user_attrs.get("default") and t.value is not None]
+    if defaults:
+        # both scores come from the same number of games; normal approximation, unpaired (conservative)
+        n = study.user_attrs.get("games_per_trial") or 0
+        d = defaults[0].value
+        gain = best.value - d
+        data.update(default_score=round(d, 4), gain=round(gain, 4))
+        if n:
+            se = math.sqrt((best.value * (1 - best.value) + d * (1 - d)) / n)
+            data["gain_ci95"] = [round(gain - 1.96 * se, 4), round(gain + 1.96 * se, 4)]
     atomic_write_bytes(path, yaml.safe_dump(data, sort_keys=False).encode())
     return data
 
