@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from zeroloop.games import Game, make_game
+from zeroloop.games import Game, make_game, random_line
 from zeroloop.players import Player
 from zeroloop.rating import SPRT, MatchScore
 from zeroloop.workers import Tick, run_tasks
@@ -94,14 +94,7 @@ def make_openings(game: Game, plies: int, count: int, rng: np.random.Generator) 
     out: list[list[int]] = []
     for _ in range(count):
         for _attempt in range(20):
-            state, moves = game.initial_state(), []
-            for _p in range(plies):
-                legal = np.flatnonzero(game.legal_mask(state))
-                a = int(legal[rng.integers(len(legal))])
-                nxt = game.apply(state, a)
-                if nxt.outcome is not None:
-                    break
-                state, moves = nxt, moves + [a]
+            _, moves = random_line(game, plies, rng)
             if tuple(moves) not in seen:
                 break
         seen.add(tuple(moves))

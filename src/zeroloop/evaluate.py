@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeroloop.games import Game, State
+from zeroloop.games import Game, State, random_line
 
 #: result class of an illegal move in a label row
 ILLEGAL = -9
@@ -74,15 +74,7 @@ def make_position_set(game: Game, count: int, rng: np.random.Generator,
     tries = 0
     while len(moves_out) < count and tries < count * max_tries:
         tries += 1
-        s, seq = game.initial_state(), []
-        stop = int(rng.integers(0, game.max_moves))
-        for _ in range(stop):
-            legal = np.flatnonzero(game.legal_mask(s))
-            a = int(legal[rng.integers(len(legal))])
-            nxt = game.apply(s, a)
-            if nxt.outcome is not None:
-                break
-            s, seq = nxt, seq + [a]
+        s, seq = random_line(game, int(rng.integers(0, game.max_moves)), rng)
         key = (s.me, s.opp, s.ply)
         if key in seen:
             continue

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from zeroloop.games.base import Game, IllegalMoveError, State, Symmetry, first_player_result
+from zeroloop.games.base import Game, IllegalMoveError, State, Symmetry, first_player_result, random_line
 from zeroloop.games.connect4 import ConnectFour
 from zeroloop.games.gomoku import Gomoku
 from zeroloop.games.othello import Othello
@@ -12,7 +12,7 @@ from zeroloop.games.tictactoe import TicTacToe
 
 __all__ = [
     "GAME_NAMES", "ConnectFour", "Game", "Gomoku", "IllegalMoveError", "Othello",
-    "State", "Symmetry", "TicTacToe", "first_player_result", "make_game",
+    "State", "Symmetry", "TicTacToe", "first_player_result", "make_game", "random_line",
 ]
 
 #: Names accepted by :func:`make_game`, with what each means.

@@ -291,3 +291,17 @@ def first_player_result(state: State) -> float:
     if state.outcome is None:
         raise ValueError("the game is not over")
     return state.outcome if state.ply % 2 == 0 else -state.outcome
+
+
+def random_line(game: Game, plies: int, rng: np.random.Generator) -> tuple[State, list[int]]:
+    """Up to ``plies`` uniformly random legal moves from the start, stopping
+    before a move that would end the game: the position and the moves."""
+    state, moves = game.initial_state(), []
+    for _ in range(plies):
+        legal = np.flatnonzero(game.legal_mask(state))
+        a = int(legal[rng.integers(len(legal))])
+        nxt = game.apply(state, a)
+        if nxt.outcome is not None:
+            break
+        state, moves = nxt, moves + [a]
+    return state, moves
