@@ -13,7 +13,6 @@ import json
 import os
 import shutil
 import time
-from pathlib import Path
 
 from zeroloop.config import Params
 from zeroloop.search import MoveSchedule, SearchConfig
@@ -58,7 +57,6 @@ def run(p: Params, gen: int, prev: int) -> None:
     wall = time.perf_counter() - t0
 
     wins = draws = losses = positions = 0
-    lengths: list[int] = []
     files = {}
     samples = []
     for r in shards:
@@ -69,7 +67,6 @@ def run(p: Params, gen: int, prev: int) -> None:
         draws += int((res == 0).sum())
         losses += int((res < 0).sum())
         positions += len(arrays["z"])
-        lengths += arrays["lengths"].tolist()
         files[path.name] = file_sha256(path)
         if len(samples) < 4:
             samples += [game.format_moves(rec.actions)
@@ -100,10 +97,3 @@ def run(p: Params, gen: int, prev: int) -> None:
         tr.log_text(gen, "\n".join(samples) + "\n", f"selfplay_sample_games_gen{gen}.txt")
     say(f"selfplay@{gen}", f"{games} games, {positions} positions, {wall:.0f}s -> {out}")
 
-
-def shard_files(directory: Path) -> dict[str, str]:
-    """The manifest's shard name -> sha256 of a finished self-play directory."""
-    manifest = directory / "manifest.json"
-    from zeroloop.stages.common import read_json
-
-    return read_json(manifest)["shards"]
