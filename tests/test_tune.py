@@ -1,5 +1,15 @@
 """A tiny real study: tic-tac-toe, sqlite Optuna storage, sqlite MLflow store."""
 
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
 import optuna
 import pytest
 import torch
@@ -13,7 +23,7 @@ from zeroloop.storage import save_model
 from zeroloop.tracking import StudyTracker
 
 TINY = {"game": "tictactoe", "tune": {"games": 4, "rounds": 2, "simulations": 8, "reference": "random",
-                                      "pruner": "none"},
+                                      "pruner": "none", "confirm_games": 8},
         "mlflow": {"experiment": "tune-test"}}
 
 
@@ -136,3 +146,147 @@ def test_selfplay_objective_trains_per_trial_and_reports_each_generation(tmp_pat
         assert t.value == t.intermediate_values[2]
     best = tune.best_params_yaml(study, tmp_path / "best.yaml")
     assert set(best["params"]) == {"mcts.c_puct", "selfplay.temperature", "selfplay.temperature_moves"}
+
+
+def test_confirmation_replays_both_settings_on_the_same_fresh_openings(setup):
+    params, model, _ = setup
+    same = tune.TrialSettings(c_puct=1.25, temperature=0.0, temperature_moves=0)
+    c = tune.confirm_gain(params, model, same, same, seed=3, workers=1, progress=False)
+    # same settings, same openings, same seeds: every game repeats, so the paired gain is exactly 0
+    assert c["games"] == 8 and c["gain"] == 0 and c["gain_ci95"] == [0, 0]
+    assert c["best_score"] == c["default_score"]
+    other = tune.TrialSettings(c_puct=4.0, temperature=1.5, temperature_moves=9)
+    c = tune.confirm_gain(params, model, other, same, seed=3, workers=1, progress=False)
+    assert c["gain"] == pytest.approx(c["best_score"] - c["default_score"], abs=1e-3)
+    assert c["gain_ci95"][0] <= c["gain"] <= c["gain_ci95"][1]
+
+
+def test_noise_dims_are_tuned_by_the_selfplay_objective_only():
+    space = parse_params({"tune": {"dirichlet_alpha": {"low": 0.1, "high": 2.0, "log": True},
+                                   "dirichlet_epsilon": {"low": 0.1, "high": 0.5}}}).tune
+    assert tune.noise_dims(space, "search") == []
+    assert tune.noise_dims(space, "selfplay") == ["dirichlet_alpha", "dirichlet_epsilon"]
+    study = optuna.create_study()
+    trial = study.ask()
+    s = tune.suggest(trial, space, "selfplay")
+    assert 0.1 <= s.dirichlet_alpha <= 2.0 and 0.1 <= s.dirichlet_epsilon <= 0.5
+    assert set(s.as_params()) == {"c_puct", "temperature", "temperature_moves", "dirichlet_alpha",
+                                  "dirichlet_epsilon"}
+    assert tune.suggest(study.ask(), space, "search").dirichlet_alpha is None
+    from zeroloop.config import ParamsError
+
+    with pytest.raises(ParamsError, match="tune.dirichlet_epsilon: .*high <= 1"):
+        parse_params({"tune": {"dirichlet_epsilon": {"low": 0.5, "high": 1.5}}})
+
+
+def _zeroloop_bin() -> str:
+    return str(Path(sys.executable).parent / "zeroloop")
+
+
+def _load_trials(storage: str, name: str):
+    try:
+        return optuna.load_study(study_name=name, storage=storage).trials
+    except KeyError:  # not created yet
+        return []
+
+
+@pytest.mark.slow
+def test_tune_command_survives_ctrl_c_and_resumes(tmp_path, mlflow_db):
+    """The documented command end to end: Ctrl-C (SIGINT to the whole process
+    group, as a terminal sends it) mid-study, then the same command resumes."""
+    game = make_game("tictactoe")
+    torch.manual_seed(0)
+    save_model(tmp_path / "model.pt", PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8,
+                                                                               value_hidden=8)), game)
+    data = parse_params({**TINY, "tune": {**TINY["tune"], "games": 8, "simulations": 16,
+                                          "confirm_games": 4}}).to_yaml_data()
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
+    cmd = [_zeroloop_bin(), "tune", "--model", "model.pt", "--study", "c"]
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    proc = subprocess.Popen([*cmd, "--trials", "500", "--workers", "2"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while sum(t.state.name == "COMPLETE" for t in _load_trials(storage, "c")) < 2:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no trials finished"
+        time.sleep(0.3)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "rerun the same command" in err
+    trials = _load_trials(storage, "c")
+    assert not [t for t in trials if t.state.name == "RUNNING"]
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(env["MLFLOW_TRACKING_URI"])
+    runs = client.search_runs([client.get_experiment_by_name("tune-test").experiment_id])
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    assert parent.info.status == "KILLED"
+
+    done = subprocess.run([*cmd, "--trials", "2", "--workers", "1"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert len(_load_trials(storage, "c")) == len(trials) + 2
+    summary = json.loads(done.stdout)
+    written = yaml.safe_load((tmp_path / "reports" / "tuning" / "best_params.yaml").read_text())
+    assert written == summary["best"] and written["study"] == "c"
+    assert ("confirmed" in written) == (written["trial"] != 0)  # trial 0 is the default itself
+    assert (tmp_path / "reports" / "tuning" / "history.png").stat().st_size > 0
+    runs = client.search_runs([client.get_experiment_by_name("tune-test").experiment_id])
+    assert client.get_run(parent.info.run_id).info.status == "FINISHED"
+    assert len([r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]) == len(
+        trials) + 2
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_optuna_dashboard_serves_our_storages(tmp_path, kind):
+    url = f"sqlite:///{tmp_path / 'optuna.db'}" if kind == "sqlite" else f"journal:{tmp_path / 'o.journal'}"
+    study = optuna.create_study(study_name="dash", storage=tune.open_storage(url), direction="maximize")
+    study.optimize(lambda t: t.suggest_float("c_puct", 0.5, 4.0), n_trials=3)
+    # the README's command: the same URL, or the journal file's path
+    arg = url if kind == "sqlite" else url.removeprefix("journal:")
+    port = _free_port()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "optuna-dashboard"), arg, "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies", timeout=5) as r:
+                    summaries = json.load(r)["study_summaries"]
+                break
+            except OSError:
+                assert proc.poll() is None, proc.stderr.read()
+                assert time.monotonic() < deadline, "optuna-dashboard did not answer"
+                time.sleep(0.3)
+        assert [s["study_name"] for s in summaries] == ["dash"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/studies/{summaries[0]['study_id']}") as r:
+            detail = json.load(r)
+        assert len(detail["trials"]) == 3
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_wilcoxon_pruner_gets_each_rounds_own_score(setup):
+    _, model, storage = setup
+    params = parse_params({**TINY, "tune": {**TINY["tune"], "games": 8, "rounds": 4, "pruner": "wilcoxon"}})
+    study = tune.run_search_study(params, model=model, trials=2, study_name="w", storage=storage, workers=1,
+                                  progress=False)
+    for t in study.trials:
+        if t.state.name == "COMPLETE":
+            rounds = [t.intermediate_values[r] for r in range(4)]
+            assert all(v in (0.0, 0.25, 0.5, 0.75, 1.0) for v in rounds)  # one pair of games each
+            assert t.value == pytest.approx(sum(rounds) / 4)
+    with pytest.raises(ValueError, match="wilcoxon"):
+        tune.run_search_study(params, model=None, trials=1, study_name="w2", storage=storage,
+                              objective="selfplay")

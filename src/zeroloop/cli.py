@@ -84,7 +84,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
         return 2
     from zeroloop.tracking import StudyTracker
     from zeroloop.tune import (
+        TrialSettings,
         best_params_yaml,
+        confirm_gain,
+        default_settings,
         open_storage,
         parallel_search_study,
         run_search_study,
@@ -110,6 +113,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"zeroloop tune: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        tracker.interrupted()
         print(f"zeroloop tune: interrupted; finished trials are stored in {args.storage}; rerun the "
               f"same command to continue study {study_name!r}", file=sys.stderr)
         return 130
@@ -117,7 +121,21 @@ def cmd_tune(args: argparse.Namespace) -> int:
     states = [t.state.name for t in study.trials]
     best = None
     if "COMPLETE" in states:
-        best = best_params_yaml(study, out / "best_params.yaml")
+        confirmed = None
+        top = study.best_trial
+        if (args.objective == "search" and params.tune.confirm_games
+                and not top.user_attrs.get("default")):
+            keys = {k: top.params[k] for k in ("c_puct", "temperature", "temperature_moves")}
+            default = next((t for t in study.trials if t.user_attrs.get("default")), None)
+            base = ({k: default.params[k] for k in keys} if default is not None
+                    else default_settings(params, "search").as_params())
+            try:
+                confirmed = confirm_gain(params, model, TrialSettings(**keys), TrialSettings(**base),
+                                         seed=args.seed, workers=args.workers)
+            except KeyboardInterrupt:
+                print("zeroloop tune: confirmation interrupted; writing the study's result without it",
+                      file=sys.stderr)
+        best = best_params_yaml(study, out / "best_params.yaml", confirmed)
     plots = save_plots(study, out)
     tracker.finish(best, plots + ([out / "best_params.yaml"] if best else []))
     summary = {"study": study_name, "storage": args.storage, "trials": len(states),
@@ -170,13 +188,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser(
         "tune", help="Optuna study over c_puct and temperature",
-        description="Tune the search settings of a trained model: each trial samples c_puct, "
-                    "temperature and temperature moves from the `tune:` section of params.yaml and "
-                    "plays tune.games games against the reference player (tune.reference) on the "
-                    "same seeded openings. Trials are stored in --storage (resumable by --study "
-                    "name) and logged to MLflow as nested runs; the best settings go to "
-                    "reports/tuning/best_params.yaml with the `dvc exp run -S ...` command that "
-                    "applies them.")
+        description="Tune the search settings: each trial samples c_puct, temperature and "
+                    "temperature moves from the `tune:` section of params.yaml. search: the model "
+                    "plays tune.games games against the reference player (tune.reference) on the same "
+                    "seeded openings in every trial; trial 0 is the current settings. Trials are "
+                    "stored in --storage (resumable by --study name; Ctrl-C is safe) and logged to "
+                    "MLflow as nested runs. At the end the best and the current settings replay "
+                    "tune.confirm_games games on fresh openings, and reports/tuning/best_params.yaml "
+                    "gets the best settings, the gains with 95% intervals and the `dvc exp run -S "
+                    "...` command that applies them, beside plots.",
+        epilog="Watch a study: optuna-dashboard sqlite:///optuna.db (or the journal file's path).")
     t.add_argument("--objective", choices=["search", "selfplay"], default="search",
                    help="search: a fixed model's match score under the sampled settings (cheap); "
                         "selfplay: a short training run per trial with the sampled self-play "

@@ -170,6 +170,10 @@ class TuneParams(_Section):
     c_puct: FloatRange = FloatRange(low=0.5, high=4.0, log=True)
     temperature: FloatRange = FloatRange(low=0.0, high=1.5)
     temperature_moves: IntRange = IntRange(low=0, high=12)
+    dirichlet_alpha: FloatRange | None = Field(
+        None, description="selfplay objective: also tune the root noise ({low: 0.1, high: 1, log: true})")
+    dirichlet_epsilon: FloatRange | None = Field(
+        None, description="selfplay objective: also tune the noise weight")
     games: int = Field(60, ge=2, description="games per trial, colour-balanced pairs")
     rounds: int = Field(5, ge=1, le=100, description="intermediate reports per trial (for pruning)")
     simulations: int = Field(100, ge=1, le=100_000)
@@ -180,11 +184,25 @@ class TuneParams(_Section):
     selfplay_generations: int = Field(2, ge=1, le=100,
                                       description="selfplay objective: generations per trial")
     selfplay_games: int = Field(100, ge=1, description="selfplay objective: games per generation")
+    confirm_games: int = Field(200, ge=0, description="search objective: replay best and default settings on "
+                                                      "fresh openings (0: skip)")
 
     @field_validator("games")
     @classmethod
     def _even(cls, v: int) -> int:
         return _even_games(v)
+
+    @field_validator("confirm_games")
+    @classmethod
+    def _even_or_zero(cls, v: int) -> int:
+        return v and _even_games(v)
+
+    @field_validator("dirichlet_epsilon")
+    @classmethod
+    def _weight(cls, v: FloatRange | None) -> FloatRange | None:
+        if v is not None and not 0 <= v.low < v.high <= 1:
+            raise ValueError(f"needs 0 <= low < high <= 1, got {v.low}..{v.high}")
+        return v
 
 
 class GenerationParams(_Section):

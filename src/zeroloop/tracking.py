@@ -166,18 +166,22 @@ def _log_batch(client, run_id: str, *, metrics: dict[str, float] | None = None,
 class TrialRun:
     """One Optuna trial's nested MLflow run."""
 
-    def __init__(self, client, run_id: str) -> None:
-        self.client, self.run_id = client, run_id
+    def __init__(self, client, run_id: str, on_end=None) -> None:
+        self.client, self.run_id, self._on_end = client, run_id, on_end
 
     def log(self, metrics: dict[str, float], step: int | None) -> None:
         _log_batch(self.client, self.run_id, metrics=metrics, step=step or 0)
 
     def end(self, state: str, error: str | None = None) -> None:
-        """state: COMPLETE, PRUNED or FAILED (Optuna's words, kept as a tag)."""
+        """state: COMPLETE, PRUNED, FAILED (Optuna's words, kept as a tag) or
+        INTERRUPTED (Ctrl-C; Optuna records that trial as failed)."""
         self.client.set_tag(self.run_id, "optuna.state", state)
         if error:
             self.client.set_tag(self.run_id, "error", error[:5000])
-        self.client.set_terminated(self.run_id, "FAILED" if state == "FAILED" else "FINISHED")
+        status = {"FAILED": "FAILED", "INTERRUPTED": "KILLED"}.get(state, "FINISHED")
+        self.client.set_terminated(self.run_id, status)
+        if self._on_end is not None:
+            self._on_end(self.run_id)
 
 
 class StudyTracker:
@@ -186,6 +190,7 @@ class StudyTracker:
 
     def __init__(self, client, experiment_id: str, parent_id: str) -> None:
         self.client, self.experiment_id, self.parent_id = client, experiment_id, parent_id
+        self.open_trials: dict[str, TrialRun] = {}  # trial runs this process started and has not ended
 
     @classmethod
     def open(cls, params: Params, study_name: str, storage: str, extra: dict[str, Any]) -> StudyTracker:
@@ -199,8 +204,9 @@ class StudyTracker:
             name, artifact_location=artifact_location())
         found = client.search_runs([exp_id], filter_string=f"tags.`{STUDY_TAG}` = '{study_name}'",
                                    max_results=1)
-        if found:
+        if found:  # a resumed study: its trials go on under the same parent run
             parent = found[0].info.run_id
+            client.update_run(parent, status="RUNNING")
         else:
             run = client.create_run(exp_id, run_name=f"tune-{study_name}",
                                     tags={STUDY_TAG: study_name, "optuna.storage": storage,
@@ -213,12 +219,31 @@ class StudyTracker:
     def trial_run(self, number: int, params: dict[str, Any]) -> TrialRun:
         run = self.client.create_run(self.experiment_id, run_name=f"trial-{number}",
                                      tags={PARENT: self.parent_id, "optuna.trial": str(number)})
+        trial = TrialRun(self.client, run.info.run_id, on_end=lambda rid: self.open_trials.pop(rid, None))
+        self.open_trials[run.info.run_id] = trial
         _log_batch(self.client, run.info.run_id, params=params)
-        return TrialRun(self.client, run.info.run_id)
+        return trial
+
+    def end_open_trials(self) -> None:
+        """Ctrl-C: this process's trial runs that are still open are marked KILLED."""
+        for trial in list(self.open_trials.values()):
+            trial.end("INTERRUPTED", error="KeyboardInterrupt")
+
+    def interrupted(self) -> None:
+        self.end_open_trials()
+        self.client.set_terminated(self.parent_id, "KILLED")
 
     def finish(self, best: dict[str, Any] | None, artifacts: list[Path]) -> None:
         if best:
-            _log_batch(self.client, self.parent_id, metrics={"best_score": best["score"]})
+            metrics = {"best_score": best["score"], "default_score": best.get("default_score"),
+                       "gain": best.get("gain")}
+            if best.get("confirmed"):
+                c = best["confirmed"]
+                metrics.update({"confirmed_best_score": c["best_score"],
+                                "confirmed_default_score": c["default_score"], "confirmed_gain": c["gain"],
+                                "confirmed_gain_ci95_low": c["gain_ci95"][0],
+                                "confirmed_gain_ci95_high": c["gain_ci95"][1]})
+            _log_batch(self.client, self.parent_id, metrics=metrics)
             self.client.set_tag(self.parent_id, "best_trial", str(best["trial"]))
         for path in artifacts:
             self.client.log_artifact(self.parent_id, str(path), "tuning")

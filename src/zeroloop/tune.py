@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import math
 import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,19 +35,35 @@ class TrialSettings:
     c_puct: float
     temperature: float
     temperature_moves: int
+    dirichlet_alpha: float | None = None  # selfplay objective, when tune: has a range for it
+    dirichlet_epsilon: float | None = None
 
     def as_params(self) -> dict[str, Any]:
-        return {"c_puct": self.c_puct, "temperature": self.temperature,
-                "temperature_moves": self.temperature_moves}
+        out = {"c_puct": self.c_puct, "temperature": self.temperature,
+               "temperature_moves": self.temperature_moves}
+        for key in ("dirichlet_alpha", "dirichlet_epsilon"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
 
 
-def suggest(trial, space: TuneParams) -> TrialSettings:
+def noise_dims(space: TuneParams, objective: str) -> list[str]:
+    """The Dirichlet noise dimensions tuned: only self-play searches with root noise."""
+    if objective != "selfplay":
+        return []
+    return [k for k in ("dirichlet_alpha", "dirichlet_epsilon") if getattr(space, k) is not None]
+
+
+def suggest(trial, space: TuneParams, objective: str = "search") -> TrialSettings:
     """Sample one point of the search space (optuna ``Trial``)."""
+    noise = {k: trial.suggest_float(k, getattr(space, k).low, getattr(space, k).high,
+                                    log=getattr(space, k).log)
+             for k in noise_dims(space, objective)}
     return TrialSettings(
         c_puct=trial.suggest_float("c_puct", space.c_puct.low, space.c_puct.high, log=space.c_puct.log),
         temperature=trial.suggest_float("temperature", space.temperature.low, space.temperature.high),
         temperature_moves=trial.suggest_int("temperature_moves", space.temperature_moves.low,
-                                            space.temperature_moves.high))
+                                            space.temperature_moves.high), **noise)
 
 
 def reference_player(space: TuneParams) -> PlayerSpec:
@@ -54,18 +72,23 @@ def reference_player(space: TuneParams) -> PlayerSpec:
     return PlayerSpec(space.reference, space.reference)
 
 
+def candidate_player(params: Params, model: str, settings: TrialSettings, name: str = "candidate"
+                     ) -> PlayerSpec:
+    return PlayerSpec("mcts", name, model=model, simulations=params.tune.simulations, c_puct=settings.c_puct,
+                      temperature=settings.temperature, temperature_moves=settings.temperature_moves,
+                      device=params.runtime.device)
+
+
 def search_objective_score(params: Params, model: str, settings: TrialSettings, *, seed: int,
                            report=None, workers: int | None = None, progress: bool = False) -> float:
     """Score of ``model`` searched with ``settings`` against the reference.
 
-    ``report(score_so_far, round)`` is called after each round; it may raise
-    to stop the trial (Optuna's ``TrialPruned``).
+    ``report(score_so_far, round, round_score)`` is called after each round;
+    it may raise to stop the trial (Optuna's ``TrialPruned``).
     """
     game = params.make_game()
     space = params.tune
-    me = PlayerSpec("mcts", "candidate", model=model, simulations=space.simulations,
-                    c_puct=settings.c_puct, temperature=settings.temperature,
-                    temperature_moves=settings.temperature_moves, device=params.runtime.device)
+    me = candidate_player(params, model, settings)
     ref = reference_player(space)
     pairs = space.games // 2
     per_round = max(1, math.ceil(pairs / space.rounds))
@@ -80,7 +103,7 @@ def search_objective_score(params: Params, model: str, settings: TrialSettings, 
         points += s.wins + s.draws / 2
         games += s.games
         if report is not None:
-            report(points / games, r)
+            report(points / games, r, (s.wins + s.draws / 2) / s.games)
     return points / games
 
 
@@ -90,7 +113,7 @@ def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: s
     the sampled self-play settings (same library code as the DVC stages:
     sharded self-play, replay window, Lightning training; every candidate is
     kept), then score it like the search objective with the default search
-    settings. ``report(score, generation)`` follows each generation."""
+    settings. ``report(score, generation, score)`` follows each generation."""
     import torch
 
     from zeroloop.nn.data import load_replay
@@ -107,8 +130,10 @@ def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: s
     best = workdir / "best.pt"
     save_model(best, net, game)
     m = params.mcts
+    alpha = m.dirichlet_alpha if settings.dirichlet_alpha is None else settings.dirichlet_alpha
+    eps = m.dirichlet_epsilon if settings.dirichlet_epsilon is None else settings.dirichlet_epsilon
     search = SearchConfig(simulations=m.simulations, c_puct=settings.c_puct,
-                          dirichlet_alpha=m.dirichlet_alpha, dirichlet_epsilon=m.dirichlet_epsilon,
+                          dirichlet_alpha=alpha, dirichlet_epsilon=eps,
                           leaves_per_game=m.leaves_per_game)
     schedule = MoveSchedule(temperature=settings.temperature,
                             temperature_moves=settings.temperature_moves)
@@ -131,8 +156,40 @@ def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: s
         save_model(best, net, game, meta={"generation": gen})
         score = search_objective_score(params, str(best), default, seed=seed, workers=workers)
         if report is not None:
-            report(score, gen)
+            report(score, gen, score)
     return score
+
+
+def confirm_gain(params: Params, model: str, best: TrialSettings, default: TrialSettings, *, seed: int,
+                 workers: int | None = None, progress: bool = True) -> dict[str, Any]:
+    """Replay the best and the default settings on ``tune.confirm_games`` fresh openings.
+
+    The best trial's study score is biased upwards (it is the largest of many
+    noisy scores), so the gain is measured again on openings no trial was
+    selected on. Both settings play the same openings with the same seeds
+    (paired); the 95% interval comes from the per-opening differences.
+    """
+    game, space = params.make_game(), params.tune
+    ref = reference_player(space)
+    fresh = int(np.random.SeedSequence([seed, 0xC0F1]).generate_state(1)[0])
+    matches = {}
+    for label, settings in (("default", default), ("best", best)):
+        matches[label] = play_match(game, candidate_player(params, model, settings, label), ref,
+                                    games=space.confirm_games, opening_plies=space.opening_plies, seed=fresh,
+                                    workers=workers, progress=progress, desc=f"confirm {label}")
+    plies = space.opening_plies
+    openings = {k: [tuple(g.actions[:plies]) for g in m.games] for k, m in matches.items()}
+    if openings["best"] != openings["default"]:
+        raise RuntimeError("confirmation matches did not play the same openings")
+    pair_scores = {k: np.array([(g.result + 1) / 2 for g in m.games]).reshape(-1, 2).mean(axis=1)
+                   for k, m in matches.items()}
+    diff = pair_scores["best"] - pair_scores["default"]
+    gain = float(diff.mean())
+    half = 1.96 * float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else float("inf")
+    return {"games": int(space.confirm_games), "seed": fresh,
+            "default_score": round(float(pair_scores["default"].mean()), 4),
+            "best_score": round(float(pair_scores["best"].mean()), 4),
+            "gain": round(gain, 4), "gain_ci95": [round(gain - half, 4), round(gain + half, 4)]}
 
 
 def default_settings(params: Params, objective: str) -> TrialSettings:
@@ -140,9 +197,11 @@ def default_settings(params: Params, objective: str) -> TrialSettings:
     space = params.tune
     src = params.selfplay if objective == "selfplay" else params.evaluate
     clip = lambda v, r: min(max(v, r.low), r.high)  # noqa: E731
+    noise = {k: clip(getattr(params.mcts, k), getattr(space, k)) for k in noise_dims(space, objective)}
     return TrialSettings(c_puct=clip(params.mcts.c_puct, space.c_puct),
                          temperature=clip(src.temperature, space.temperature),
-                         temperature_moves=int(clip(src.temperature_moves, space.temperature_moves)))
+                         temperature_moves=int(clip(src.temperature_moves, space.temperature_moves)),
+                         **noise)
 
 
 def open_storage(url: str):
@@ -159,7 +218,7 @@ def open_storage(url: str):
 
 def run_search_study(params: Params, *, model: str | None, trials: int, study_name: str, storage: str,
                      seed: int = 0, workers: int | None = None, tracker=None, objective: str = "search",
-                     ) -> Any:
+                     progress: bool = True) -> Any:
     """Run (or resume) a study; returns the optuna Study. ``objective``:
     ``search`` (``model`` under the sampled settings) or ``selfplay`` (a short
     training run per trial, in a temporary directory).
@@ -169,6 +228,9 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
     """
     import optuna
 
+    if objective == "selfplay" and params.tune.pruner == "wilcoxon":
+        raise ValueError("tune.pruner: wilcoxon pairs the per-round scores of the search objective; "
+                         "use median (or none) with --objective selfplay")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     pruner = {"median": lambda: optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
               "wilcoxon": lambda: optuna.pruners.WilcoxonPruner(p_threshold=0.1),
@@ -184,27 +246,35 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
     if model:
         study.set_user_attr("model", os.path.abspath(model))
 
+    mine: set[int] = set()  # trial numbers this process started
+    interrupts = _Interrupts()
+
     def evaluate_trial(trial) -> float:
-        settings = suggest(trial, params.tune)
+        mine.add(trial.number)
+        settings = suggest(trial, params.tune, objective)
         run = tracker.trial_run(trial.number, settings.as_params()) if tracker else None
 
-        def report(value: float, step: int) -> None:
-            trial.report(value, step)
+        def report(value: float, step: int, step_value: float) -> None:
+            # median pruner: the running score, compared with other trials' at the same round;
+            # Wilcoxon: each round's own score (rounds are the same openings in every trial, so
+            # the test pairs them with the best trial's rounds)
+            trial.report(step_value if params.tune.pruner == "wilcoxon" else value, step)
             if run is not None:
-                run.log({"score": value}, step)
+                run.log({"score": value, "round_score": step_value}, step)
             if trial.should_prune():
                 raise optuna.TrialPruned()
 
         try:
-            if objective == "selfplay":
-                import tempfile
+            with interrupts.live():  # Ctrl-C stops the games at once, not the bookkeeping around them
+                if objective == "selfplay":
+                    import tempfile
 
-                with tempfile.TemporaryDirectory(prefix=f"zeroloop-trial{trial.number}-") as tmp:
-                    score = selfplay_objective_score(params, settings, tmp, seed=seed, report=report,
-                                                     workers=workers)
-            else:
-                score = search_objective_score(params, model, settings, seed=seed, report=report,
-                                               workers=workers)
+                    with tempfile.TemporaryDirectory(prefix=f"zeroloop-trial{trial.number}-") as tmp:
+                        score = selfplay_objective_score(params, settings, tmp, seed=seed, report=report,
+                                                         workers=workers)
+                else:
+                    score = search_objective_score(params, model, settings, seed=seed, report=report,
+                                                   workers=workers)
         except optuna.TrialPruned:
             if run is not None:
                 run.end("PRUNED")
@@ -213,17 +283,104 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
             if run is not None:
                 run.end("FAILED", error=f"{type(exc).__name__}: {exc}")
             raise
+        except KeyboardInterrupt:  # Optuna records the trial as failed and re-raises
+            if run is not None:
+                run.end("INTERRUPTED", error="KeyboardInterrupt")
+            raise
         if run is not None:
             run.log({"final_score": score}, None)
             run.end("COMPLETE")
         return score
 
-    study.optimize(evaluate_trial, n_trials=trials, catch=(Exception,), gc_after_trial=True)
+    from tqdm import tqdm
+
+    bar = tqdm(total=trials, desc=f"study {study_name}", unit="trial", disable=not progress,
+               dynamic_ncols=True)
+
+    def after_trial(study, trial) -> None:
+        shown = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                          for k, v in trial.params.items())
+        result = f"{trial.value:.3f}" if trial.value is not None else trial.state.name.lower()
+        if trial.state.name == "PRUNED" and trial.intermediate_values:
+            last = max(trial.intermediate_values)
+            where = f"generation {last}" if objective == "selfplay" else f"round {last + 1}"
+            result = f"pruned after {where} ({trial.intermediate_values[last]:.3f})"
+        try:
+            best = f"best {study.best_value:.3f} (trial {study.best_trial.number})"
+        except ValueError:
+            best = "no complete trial yet"
+        bar.write(f"trial {trial.number}: {result}  [{shown}]  {best}", file=sys.stderr)
+        bar.update(1)
+        interrupts.check()  # a Ctrl-C during the bookkeeping stops the study here, with the trial stored
+
+    try:
+        with interrupts.installed():
+            study.optimize(evaluate_trial, n_trials=trials, catch=(Exception,), gc_after_trial=True,
+                           callbacks=[after_trial])
+    except KeyboardInterrupt:
+        # an interrupt outside the objective (while Optuna stores a result, say) can leave our
+        # trial RUNNING, which a resumed study would never finish: mark it failed
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            if t.number in mine:
+                study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+        if tracker is not None:
+            tracker.end_open_trials()
+        raise
+    finally:
+        bar.close()
     return study
 
 
-def best_params_yaml(study, path: str | Path) -> dict:
-    """Write the best trial's settings as params.yaml keys, with the command to apply them."""
+class _Interrupts:
+    """SIGINT while a study runs: immediate inside the games (``live``),
+    deferred elsewhere, so that Optuna's and MLflow's records of a trial are
+    never cut in half; a deferred one is raised at the next ``check`` or
+    ``live``."""
+
+    def __init__(self) -> None:
+        self.immediate = False
+        self.pending = False
+
+    def _handler(self, signum, frame) -> None:
+        if self.immediate:
+            raise KeyboardInterrupt
+        self.pending = True
+
+    def check(self) -> None:
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
+
+    @contextmanager
+    def live(self):
+        self.check()
+        self.immediate = True
+        try:
+            yield
+        finally:
+            self.immediate = False
+
+    @contextmanager
+    def installed(self):
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            self.immediate = True  # signals go to the main thread only; nothing to defer here
+            yield
+            return
+        previous = signal.signal(signal.SIGINT, self._handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        self.check()
+
+
+def best_params_yaml(study, path: str | Path, confirmed: dict[str, Any] | None = None) -> dict:
+    """Write the best trial's settings as params.yaml keys, with the command to
+    apply them, the gain over the default settings (trial 0) on the study's
+    openings and, when given, the confirmation on fresh openings."""
     import yaml
 
     from zeroloop.storage import atomic_write_bytes
@@ -233,6 +390,8 @@ def best_params_yaml(study, path: str | Path) -> dict:
     keys: dict[str, Any] = {"mcts.c_puct": round(best.params["c_puct"], 4)}
     if study.user_attrs.get("objective") == "selfplay":  # the settings self-play ran with
         keys.update({"selfplay.temperature": temp, "selfplay.temperature_moves": moves})
+        keys.update({f"mcts.{k}": round(best.params[k], 4) for k in ("dirichlet_alpha", "dirichlet_epsilon")
+                     if k in best.params})
     else:  # the settings the model played its matches with
         keys.update({"evaluate.temperature": temp, "evaluate.temperature_moves": moves,
                      "gate.temperature": temp, "gate.temperature_moves": moves})
@@ -249,6 +408,8 @@ def best_params_yaml(study, path: str | Path) -> dict:
         if n:
             se = math.sqrt((best.value * (1 - best.value) + d * (1 - d)) / n)
             data["gain_ci95"] = [round(gain - 1.96 * se, 4), round(gain + 1.96 * se, 4)]
+    if confirmed:
+        data["confirmed"] = confirmed
     atomic_write_bytes(path, yaml.safe_dump(data, sort_keys=False).encode())
     return data
 
@@ -328,4 +489,4 @@ def _study_job(params_file: str, model: str | None, trials: int, study_name: str
     params = load_params(params_file)
     tracker = StudyTracker.open(params, study_name, storage, {"objective": objective})
     run_search_study(params, model=model, trials=trials, study_name=study_name, storage=storage,
-                     seed=seed, workers=workers, tracker=tracker, objective=objective)
+                     seed=seed, workers=workers, tracker=tracker, objective=objective, progress=False)

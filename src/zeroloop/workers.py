@@ -14,6 +14,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import queue as queue_mod
+import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Protocol, TypeVar
@@ -49,6 +50,9 @@ _progress_queue = None
 def _init_process(q) -> None:
     global _progress_queue
     _progress_queue = q
+    # Ctrl-C reaches the whole process group; the parent decides (it terminates the pool),
+    # so a worker does not die half-way through writing its result
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     init_worker_threads()
 
 
@@ -111,6 +115,12 @@ class ProcessPool:
     def close(self) -> None:
         self._executor.shutdown(cancel_futures=True)
 
+    def terminate(self) -> None:
+        """Stop now (Ctrl-C): kill the workers instead of waiting for their tasks."""
+        for proc in list((getattr(self._executor, "_processes", None) or {}).values()):
+            proc.terminate()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
     def __enter__(self) -> ProcessPool:
         return self
 
@@ -171,6 +181,9 @@ def run_tasks(fn: Callable[[T, Tick], R], tasks: Sequence[T], *, workers: int | 
                         bar.update(1)
                     if on_result is not None:
                         on_result(i, results[i])
+        except KeyboardInterrupt:
+            pool.terminate()
+            raise
         finally:
             for fut in pending:
                 fut.cancel()
