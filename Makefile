@@ -5,7 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup repro test test-fast lint bench clean
+CHROMIUM ?= /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: setup browser repro test test-fast lint bench serve clean
 
 setup: $(STAMP)
 
@@ -20,7 +23,12 @@ $(STAMP): pyproject.toml
 repro: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
 
-test: $(STAMP)
+# Debian's Chromium for the real-browser test (tests/test_browser.py, driven by Playwright)
+browser:
+	@test -x $(CHROMIUM) || { echo "installing Debian's chromium for the browser test"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
+
+test: $(STAMP) browser
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
@@ -28,6 +36,9 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+
+serve: $(STAMP)
+	$(BIN)/zeroloop serve
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/selfplay_throughput.py

@@ -77,6 +77,17 @@ def test_dvc_repro_end_to_end(repo):
     assert champion == (repo / "models/generations/gen_2/best.pt").read_bytes()
     assert (repo / "reports/plots/elo.png").stat().st_size > 1000
 
+    # the viewer reads the recorded games of this very run
+    from zeroloop.records import list_records, load_record
+
+    assert {"selfplay-1", "selfplay-2", "gate-1", "gate-2"} <= {r["id"] for r in list_records(repo)}
+    gate_games = json.loads((repo / "reports/generations/gen_1/gate_games.json").read_text())
+    assert len(gate_games["games"]) == 4
+    rec = load_record(repo, "gate-1", 3)
+    assert len(rec["frames"]) == len(rec["moves"]) + 1 and rec["frames"][-1]["result"] == rec["result"]
+    sp = load_record(repo, "selfplay-2", 0)
+    assert abs(sum(sp["frames"][0]["shares"].values()) - 1) < 0.05  # the search's visit shares
+
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")

@@ -145,6 +145,33 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return 0 if best else 1
 
 
+def cmd_play(args: argparse.Namespace) -> int:
+    from zeroloop.play import NetCache, PlayError, new_session, play_terminal
+
+    try:
+        session = new_session(args.game, args.model, sims=args.sims, human_first=not args.ai_first,
+                              nets=NetCache(args.device), seed=args.seed)
+    except PlayError as exc:
+        print(f"zeroloop play: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return play_terminal(session, sys.stdin, sys.stdout)
+    except KeyboardInterrupt:
+        print("\nGame abandoned.")
+        return 130
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from zeroloop.server import serve
+
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"zeroloop serve: listening on {args.host}: anyone who can reach it can play and read "
+              "your recorded games", file=sys.stderr)
+    print(f"zeroloop: open http://{args.host}:{args.port}/ (Ctrl-C stops)", file=sys.stderr)
+    serve(args.host, args.port, args.root, args.device)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="zeroloop", description="AlphaZero training pipeline: engine tools.",
@@ -216,6 +243,38 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--seed", type=int, default=0, help="seed of the openings and the sampler")
     t.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
     t.set_defaults(func=cmd_tune)
+
+    pl = sub.add_parser(
+        "play", help="play a model in the terminal",
+        description="Play against a model in the terminal: type moves in the game's notation; "
+                    "'undo' takes back your last move, 'hint' lists the legal moves, 'quit' ends. "
+                    "After each AI move its value estimate (for the AI, -1..1) and visit shares "
+                    "are shown.",
+        epilog="Models: --model takes a file, or an id: champion (models/champion.pt), genN, "
+               "genN-candidate, shipped (a small model that comes with zeroloop), random. Default: "
+               "the first that exists for the game, in that order. Games: " + _game_help())
+    pl.add_argument("--game", required=True, help="game name")
+    pl.add_argument("--model", help="model file or id (default: the pipeline's champion for the game)")
+    pl.add_argument("--sims", type=int, default=200, help="simulations per AI move (default 200)")
+    side = pl.add_mutually_exclusive_group()
+    side.add_argument("--human-first", action="store_true", help="you play X and move first (default)")
+    side.add_argument("--ai-first", action="store_true", help="the AI plays X and moves first")
+    pl.add_argument("--seed", type=int, default=0, help="seed (for the untrained network)")
+    pl.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
+    pl.set_defaults(func=cmd_play)
+
+    sv = sub.add_parser(
+        "serve", help="web page: play the models, view recorded games",
+        description="Serve a web page to play the models (pick game, model, strength and colour; "
+                    "click to move; undo, restart; the AI's value and visit distribution) and to step "
+                    "through recorded self-play and gate games, with the JSON API behind it "
+                    "(documented at /docs).")
+    sv.add_argument("--host", default="127.0.0.1",
+                    help="address to bind (default 127.0.0.1: this machine only)")
+    sv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    sv.add_argument("--root", default=".", help="project directory with models/, data/, reports/ (default .)")
+    sv.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
+    sv.set_defaults(func=cmd_serve)
     return p
 
 

@@ -49,6 +49,11 @@ def run(p: Params, gen: int, prev: int) -> None:
         "wall_s": round(time.perf_counter() - t0, 1),
     }
     write_json(report_path(gen, "gate"), result)
+    # every game, for the viewer (`zeroloop serve`): moves from the start, opening included
+    write_json(report_path(gen, "gate_games"), {
+        "game": game.name, "a": f"gen{gen}", "b": f"gen{origin}",
+        "games": [{"moves": game.format_moves(g.actions), "a_first": g.a_first, "result": g.result}
+                  for g in match.games]})
     with Tracker.open(p) as tr:
         tr.log_generation(gen, {f"gate/{k}": v for k, v in result.items()
                                 if isinstance(v, int | float) and k != "generation"})

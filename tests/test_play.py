@@ -1,0 +1,152 @@
+"""Play sessions, model discovery and the terminal game."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from zeroloop.games import make_game
+from zeroloop.play import SHIPPED_DIR, PlayError, list_models, new_session, resolve_model
+
+
+def _layout(root: Path) -> None:
+    """A pipeline's models/: a tic-tac-toe champion and two generations, plus
+    files that must be skipped (another game's, a damaged one)."""
+    ttt = SHIPPED_DIR / "tictactoe.pt"
+    (root / "models/generations/gen_1").mkdir(parents=True)
+    (root / "models/generations/gen_2").mkdir(parents=True)
+    (root / "models/generations/gen_10").mkdir(parents=True)
+    shutil.copy(ttt, root / "models/champion.pt")
+    shutil.copy(ttt, root / "models/generations/gen_1/best.pt")
+    shutil.copy(ttt, root / "models/generations/gen_10/best.pt")
+    shutil.copy(ttt, root / "models/generations/gen_10/candidate.pt")
+    shutil.copy(SHIPPED_DIR / "connect4.pt", root / "models/generations/gen_2/best.pt")  # other game
+    raw = bytearray(ttt.read_bytes())
+    raw[-5] ^= 0xFF
+    (root / "models/generations/gen_1/candidate.pt").write_bytes(bytes(raw))  # damaged
+
+
+def test_models_are_listed_best_guess_first(tmp_path):
+    _layout(tmp_path)
+    ids = [m.id for m in list_models(make_game("tictactoe"), tmp_path)]
+    assert ids == ["champion", "gen10", "gen10-candidate", "gen1", "shipped", "random"]
+    assert [m.id for m in list_models(make_game("connect4"), tmp_path)] == ["gen2", "shipped", "random"]
+    assert [m.id for m in list_models(make_game("othello-6x6"), tmp_path)] == ["random"]
+
+
+def test_model_resolution_errors_name_the_problem(tmp_path):
+    _layout(tmp_path)
+    game = make_game("tictactoe")
+    assert resolve_model(game, None, tmp_path).id == "champion"
+    with pytest.raises(PlayError, match="unknown model 'gen7' for tictactoe; choose one of: champion"):
+        resolve_model(game, "gen7", tmp_path)
+    with pytest.raises(PlayError, match="model is for 'connect4', not 'tictactoe'"):
+        resolve_model(game, str(SHIPPED_DIR / "connect4.pt"), tmp_path)
+    with pytest.raises(PlayError, match="checksum mismatch"):
+        resolve_model(game, str(tmp_path / "models/generations/gen_1/candidate.pt"), tmp_path)
+    with pytest.raises(PlayError, match="no such model file"):
+        resolve_model(game, str(tmp_path / "nope.pt"), tmp_path)
+    with pytest.raises(PlayError, match="unknown model"):  # the web API takes ids only
+        resolve_model(game, str(SHIPPED_DIR / "tictactoe.pt"), tmp_path, allow_paths=False)
+
+
+def test_session_moves_turns_undo_and_the_end(tmp_path):
+    s = new_session("tictactoe", "random", sims=16, root=tmp_path)
+    assert s.human_to_move and s.view()["your_turn"]
+    with pytest.raises(PlayError, match="it is your turn"):
+        s.ai_move()
+    with pytest.raises(PlayError, match="nothing to undo"):
+        s.undo()
+    with pytest.raises(PlayError, match=r"illegal move '0'.*not a cell 1-9"):
+        s.human_move("0")
+    s.human_move("5")
+    with pytest.raises(PlayError, match="AI's turn"):
+        s.human_move("1")
+    info = s.ai_move()
+    assert -1 <= info["value"] <= 1
+    assert sum(v["visits"] for v in info["visits"]) == 16
+    assert abs(sum(v["share"] for v in info["visits"]) - 1) < 1e-3
+    assert info["move"] == info["visits"][0]["move"]  # temperature 0: the most visited
+    with pytest.raises(PlayError, match="already occupied"):
+        s.human_move(info["move"])
+    view = s.view()
+    assert view["moves"] == ["5", info["move"]] and view["last_ai"] == info
+    s.undo()
+    assert s.view()["moves"] == [] and s.human_to_move and s.view()["last_ai"] is None
+    # play to the end with the legal moves in order
+    while not s.over:
+        if s.human_to_move:
+            s.human_move(s.view()["legal"][0]["move"])
+        else:
+            s.ai_move()
+    with pytest.raises(PlayError, match="the game is over") as err:
+        s.human_move("1")
+    assert err.value.status == 409
+    assert s.view()["outcome"] in ("you win", "the AI wins", "draw")
+
+
+def test_ai_first_and_view_of_connect_four_columns(tmp_path):
+    s = new_session("connect4", "random", sims=8, human_first=False, root=tmp_path)
+    assert not s.human_to_move and s.view()["human"] == "O"
+    s.ai_move()
+    view = s.view()
+    assert view["your_turn"] and view["to_move"] == "O"
+    # each legal column fills the lowest empty cell of that column
+    game = make_game("connect4")
+    for m in view["legal"]:
+        col = int(m["move"]) - 1
+        below = m["cell"] + game.cols
+        assert m["cell"] % game.cols == col
+        assert view["cells"][m["cell"]] == 0 and (below >= 42 or view["cells"][below] != 0)
+
+
+def test_shipped_tictactoe_model_never_loses_to_random_play(tmp_path):
+    rng = np.random.default_rng(0)
+    for k in range(8):
+        s = new_session("tictactoe", "shipped", sims=100, human_first=bool(k % 2), root=tmp_path)
+        while not s.over:
+            if s.human_to_move:
+                legal = s.view()["legal"]
+                s.human_move(legal[rng.integers(len(legal))]["move"])
+            else:
+                s.ai_move()
+        assert s.view()["outcome"] != "you win", s.view()["moves"]
+
+
+def _play(*args, stdin: str):
+    return subprocess.run([str(Path(sys.executable).parent / "zeroloop"), "play", *args], input=stdin,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_terminal_game_rejects_bad_input_and_ends_with_the_result():
+    # cells 1..9 over and over: occupied ones are refused and the next line is read
+    lines = "x\n10\n" + "\n".join(str(c) for c in range(1, 10)) * 2 + "\n"
+    out = _play("--game", "tictactoe", "--model", "shipped", "--sims", "50", stdin=lines)
+    assert out.returncode == 0, out.stderr
+    assert "illegal move 'x'" in out.stdout and "illegal move '10'" in out.stdout
+    assert "is already occupied" in out.stdout
+    assert "AI plays" in out.stdout and "for the AI" in out.stdout
+    last = out.stdout.strip().splitlines()[-1]
+    assert last.startswith("Game over:") and ("the AI wins" in last or "draw" in last)
+
+
+def test_terminal_ai_first_undo_and_quit():
+    out = _play("--game", "connect4", "--model", "random", "--sims", "8", "--ai-first",
+                stdin="hint\n4\nundo\n3\nquit\n")
+    assert out.returncode == 1
+    text = out.stdout
+    assert text.index("AI plays") < text.index("Your move (O)")
+    assert "Legal moves: 1 2 3 4 5 6 7" in text and "Took back your last move." in text
+    assert text.strip().endswith("Game abandoned.")
+
+
+def test_terminal_bad_arguments():
+    out = _play("--game", "chess", stdin="")
+    assert out.returncode == 2 and "unknown game 'chess'" in out.stderr
+    out = _play("--game", "tictactoe", "--model", "gen3", stdin="")
+    assert out.returncode == 2 and "unknown model 'gen3'" in out.stderr
+    out = _play("--game", "tictactoe", "--human-first", "--ai-first", stdin="")
+    assert out.returncode == 2 and "not allowed with argument" in out.stderr
