@@ -107,3 +107,10 @@ def test_selfplay_job_validates_its_inputs(tmp_path):
         _job(games=0)
     with pytest.raises(FileNotFoundError, match="nope.pt"):
         _job(model=str(tmp_path / "nope.pt"))
+
+
+def test_written_files_get_the_usual_mode_not_mkstemps_0600(tmp_path):
+    from zeroloop.storage import _UMASK, atomic_write_bytes
+
+    atomic_write_bytes(tmp_path / "x.json", b"{}")
+    assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o666 & ~_UMASK

@@ -28,6 +28,15 @@ class DamagedFileError(ValueError):
     """A file that is truncated, corrupted or of the wrong kind."""
 
 
+def _read_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()  # read once: setting it to read it is not thread-safe
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and a rename, so readers
     (and a rerun after a kill) see the old file or the whole new one."""
@@ -35,6 +44,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; a file we publish gets the usual mode
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
