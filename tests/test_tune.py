@@ -290,3 +290,16 @@ def test_wilcoxon_pruner_gets_each_rounds_own_score(setup):
     with pytest.raises(ValueError, match="wilcoxon"):
         tune.run_search_study(params, model=None, trials=1, study_name="w2", storage=storage,
                               objective="selfplay")
+
+
+def test_tune_on_a_fresh_clone_uses_the_shipped_model(tmp_path, mlflow_db):
+    data = parse_params({**TINY, "tune": {**TINY["tune"], "confirm_games": 0}}).to_yaml_data()
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
+    out = subprocess.run([_zeroloop_bin(), "tune", "--trials", "1", "--workers", "1"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert "tuning shipped model" in out.stderr and "models/tictactoe.pt" in out.stderr
+    assert json.loads(out.stdout)["complete"] == 1
+    study = optuna.load_study(study_name="tictactoe-search", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    assert study.user_attrs["model"].endswith("tictactoe.pt")

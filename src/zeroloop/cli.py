@@ -72,10 +72,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
         params = load_params(args.params)
         model = None
         if args.objective == "search":
-            model = args.model or str(CHAMPION)
+            model = args.model
+            if model is None:  # the pipeline's champion, else the newest generation, else the shipped model
+                from zeroloop.play import list_models
+
+                found = [m for m in list_models(params.make_game()) if m.path]
+                if not found:
+                    raise FileNotFoundError(f"{CHAMPION}: no such model file (run `make repro` first, "
+                                            "or pass --model)")
+                model = found[0].path
+                print(f"zeroloop tune: tuning {found[0].label}: {model}", file=sys.stderr)
             if not Path(model).is_file():
-                raise FileNotFoundError(
-                    f"{model}: no such model file (run `make repro` first, or pass --model)")
+                raise FileNotFoundError(f"{model}: no such model file")
             from zeroloop.storage import load_model
 
             load_model(model, params.make_game())  # a damaged or wrong-game model fails here, by name
@@ -238,7 +246,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--jobs", type=int, default=1,
                    help="processes sharing the study on this machine (needs a journal or RDB storage)")
     t.add_argument("--study", help="study name (default <game>-search); the same name resumes it")
-    t.add_argument("--model", help="search objective: model file (default models/champion.pt)")
+    t.add_argument("--model", help="search objective: model file (default: models/champion.pt, else the "
+                                   "newest generation's best, else the model shipped for the game)")
     t.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
     t.add_argument("--seed", type=int, default=0, help="seed of the openings and the sampler")
     t.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
