@@ -121,8 +121,10 @@ def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: s
     from zeroloop.nn.net import NetConfig, PolicyValueNet
     from zeroloop.search import MoveSchedule, SearchConfig
     from zeroloop.selfplay_jobs import SelfplayJob, run_selfplay
+    from zeroloop.stages.common import quiet_libraries
     from zeroloop.storage import save_model
 
+    quiet_libraries()  # again: importing Lightning sets its logger back to INFO
     game, space, t = params.make_game(), params.tune, params.train
     workdir = Path(workdir)
     torch.manual_seed(seed)
