@@ -2,6 +2,7 @@
 
 import shutil
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -155,3 +156,24 @@ def test_recorded_games_from_real_stages(tmp_path, mlflow_db, monkeypatch):
         assert sum(1 for v in gt["frames"][-1]["cells"] if v) == len(gt["moves"])
         _error(c.get("/api/records/selfplay-1?index=6"), 404, "game index 6 is out of range 0..5")
         _error(c.get("/api/records/gate-1?index=x"), 422, "index: Input should be a valid integer")
+
+
+def test_damaged_or_malformed_record_files_are_named(client, tmp_path):
+    gen = tmp_path / "reports/generations/gen_2"
+    gen.mkdir(parents=True)
+    (gen / "gate_games.json").write_text('{"game": "tictactoe", "a": "gen2", "b": "gen1", '
+                                         '"games": [{"moves": "1 1", "a_first": true}]}')
+    _error(client.get("/api/records/gate-2?index=0"), 422, "record 'gate-2' is malformed")
+    (gen / "gate_games.json").write_text('{"game": "tictactoe", "games": [{"moves": "1 2"}]}')
+    _error(client.get("/api/records/gate-2?index=0"), 422, "record 'gate-2' is malformed: KeyError")
+    # a self-play shard damaged after it was written
+    from zeroloop.storage import save_shard
+
+    d = tmp_path / "data/gen_1"
+    d.mkdir(parents=True)
+    save_shard(d / "shard_00000.zls", {"actions": np.zeros(3)}, {"games": 1})
+    (d / "manifest.json").write_text('{"game": "tictactoe", "shards": {"shard_00000.zls": "x"}}')
+    raw = bytearray((d / "shard_00000.zls").read_bytes())
+    raw[-3] ^= 0xFF
+    (d / "shard_00000.zls").write_bytes(bytes(raw))
+    _error(client.get("/api/records/selfplay-1?index=0"), 422, "checksum mismatch")

@@ -66,8 +66,19 @@ def list_records(root: str | Path = ".", game: str | None = None) -> list[dict[s
 def load_record(root: str | Path, record_id: str, index: int) -> dict[str, Any]:
     """Game ``index`` of a record set, frame by frame: the board before each
     move and after the last, with the move played and (self-play) the
-    search's value for the side to move and its visit shares."""
-    root = Path(root)
+    search's value for the side to move and its visit shares. A damaged or
+    malformed record file is a :class:`PlayError` naming it."""
+    try:
+        return _load_record(Path(root), record_id, index)
+    except DamagedFileError as exc:
+        raise PlayError(str(exc), 422) from None
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, PlayError):
+            raise
+        raise PlayError(f"record {record_id!r} is malformed: {type(exc).__name__}: {exc}", 422) from None
+
+
+def _load_record(root: Path, record_id: str, index: int) -> dict[str, Any]:
     m = re.fullmatch(r"(selfplay|gate)-(\d+)", record_id)
     if not m:
         raise PlayError(f"unknown record {record_id!r} (expected selfplay-G or gate-G)", 404)

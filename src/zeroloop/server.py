@@ -108,6 +108,10 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0) -> F
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse({"error": _validation_message(exc)}, status_code=422)
 
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:  # a bug: say so, still JSON
+        return JSONResponse({"error": f"internal error: {type(exc).__name__}: {exc}"}, status_code=500)
+
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         detail = str(exc.detail)
