@@ -303,3 +303,39 @@ def test_tune_on_a_fresh_clone_uses_the_shipped_model(tmp_path, mlflow_db):
     assert json.loads(out.stdout)["complete"] == 1
     study = optuna.load_study(study_name="tictactoe-search", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
     assert study.user_attrs["model"].endswith("tictactoe.pt")
+
+
+def test_solver_metric_scores_the_share_of_result_keeping_moves(tmp_path):
+    from zeroloop.play import SHIPPED_DIR
+
+    model = str(SHIPPED_DIR / "tictactoe.pt")  # plays perfectly with search (0% errors in its evaluation)
+    params = parse_params({**TINY, "tune": {**TINY["tune"], "metric": "solver", "solver_positions": 30,
+                                            "rounds": 3, "simulations": 100, "confirm_games": 20}})
+    positions = tune.solver_position_set(params, seed=0)
+    assert len(positions.moves) == 30
+    reports = []
+    greedy = tune.TrialSettings(c_puct=1.25, temperature=0.0, temperature_moves=0)
+    score = tune.model_score(params, model, greedy, seed=0, positions=positions,
+                             report=lambda v, r, rv: reports.append((r, v, rv)))
+    assert score == 1.0 and [r for r, _, _ in reports] == [0, 1, 2] and reports[-1][1] == score
+    # sampling every move at a high temperature gives results away on positions where the choice matters
+    wild = tune.TrialSettings(c_puct=1.25, temperature=3.0, temperature_moves=9)
+    assert tune.model_score(params, model, wild, seed=0, positions=positions) < 0.9
+    c = tune.confirm_gain(params, model, greedy, greedy, seed=0, progress=False)
+    assert c["positions"] == 20 and c["gain"] == 0 and c["best_score"] == 1.0
+    c = tune.confirm_gain(params, model, greedy, wild, seed=0, progress=False)
+    assert c["gain"] > 0 and c["gain_ci95"][0] <= c["gain"] <= c["gain_ci95"][1]
+
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    study = tune.run_search_study(params, model=model, trials=2, study_name="s", storage=storage, workers=1,
+                                  progress=False)
+    assert study.user_attrs["metric"] == "solver" and study.user_attrs["games_per_trial"] == 30
+    assert study.trials[0].value == 1.0  # trial 0 is the greedy default
+    assert tune.best_params_yaml(study, tmp_path / "b.yaml")["metric"] == "solver"
+
+
+def test_solver_metric_needs_a_solver_for_the_game(tmp_path):
+    params = parse_params({"game": "gomoku", "tune": {"metric": "solver"}})
+    with pytest.raises(ValueError, match="tune.metric: solver needs a perfect player for gomoku"):
+        tune.run_search_study(params, model="x.pt", trials=1, study_name="g",
+                              storage=f"sqlite:///{tmp_path / 'o.db'}")

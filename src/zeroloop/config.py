@@ -178,6 +178,10 @@ class TuneParams(_Section):
     rounds: int = Field(5, ge=1, le=100, description="intermediate reports per trial (for pruning)")
     simulations: int = Field(100, ge=1, le=100_000)
     opening_plies: int = Field(2, ge=0, le=20)
+    metric: Literal["match", "solver"] = Field(
+        "match", description="match: score against the reference; solver: 1 - move error rate "
+                             "against perfect play (tic-tac-toe; Connect Four with the solver extra)")
+    solver_positions: int = Field(200, ge=2, le=100_000, description="positions for metric: solver")
     reference: Literal["uct", "random", "greedy"] = "uct"
     reference_playouts: int = Field(1000, ge=1)
     pruner: Literal["wilcoxon", "median", "none"] = "median"

@@ -107,6 +107,68 @@ def search_objective_score(params: Params, model: str, settings: TrialSettings, 
     return points / games
 
 
+def solver_position_set(params: Params, seed: int, count: int | None = None, salt: int = 0x501):
+    """Positions labelled by a perfect player (the same for every trial of a
+    study with this seed): random lines, kept where the choice matters."""
+    from zeroloop.evaluate import make_position_set, perfect_scorer
+
+    game = params.make_game()
+    scorer = perfect_scorer(game)
+    if scorer is None:
+        raise ValueError(f"tune.metric: solver needs a perfect player for {game.name}: tic-tac-toe, or "
+                         "Connect Four with the solver extra (pip install -e '.[solver]')")
+    rng = np.random.default_rng(np.random.SeedSequence([seed, salt]))
+    return make_position_set(game, count or params.tune.solver_positions, rng, scorer)
+
+
+def solver_correct(params: Params, model: str, settings: TrialSettings, positions, *, seed: int,
+                   report=None) -> np.ndarray:
+    """Whether the searched move keeps the position's result, per position.
+
+    The move is chosen as in play: sampled from the visits at ``temperature``
+    on plies below ``temperature_moves``, else the most visited. Positions
+    are searched in ``tune.rounds`` batches; ``report(score_so_far, round,
+    round_score)`` follows each."""
+    from zeroloop.evaluate import PositionSet, move_errors
+    from zeroloop.nn import NetworkEvaluator
+    from zeroloop.search import BatchedMCTS, MoveSchedule, SearchConfig, choose_move
+    from zeroloop.storage import load_model
+
+    game, space = params.make_game(), params.tune
+    net, _, _ = load_model(model, game)
+    ev = NetworkEvaluator(game, net, params.runtime.device)
+    states = positions.states(game)
+    schedule = MoveSchedule(temperature=settings.temperature, temperature_moves=settings.temperature_moves)
+    cfg = SearchConfig(simulations=space.simulations, c_puct=settings.c_puct)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5C0]))
+    correct = np.zeros(len(states), bool)
+    chunks = np.array_split(np.arange(len(states)), min(space.rounds, len(states)))
+    for r, chunk in enumerate(chunks):
+        mcts = BatchedMCTS(game, ev, cfg, len(chunk), rng=rng)
+        for k, i in enumerate(chunk):
+            mcts.set_root(k, states[i])
+        visits = mcts.search(list(range(len(chunk))), add_noise=False).visits
+        chosen = [choose_move(visits[k], schedule.temperature_at(states[i].ply), rng)
+                  for k, i in enumerate(chunk)]
+        sub = PositionSet(positions.game, [positions.moves[i] for i in chunk], positions.labels[chunk])
+        errors = move_errors(sub, chosen)  # also refuses an illegal choice
+        correct[chunk] = positions.labels[chunk, chosen] == positions.labels[chunk].max(axis=1)
+        if report is not None:
+            seen = np.concatenate(chunks[:r + 1])
+            report(float(correct[seen].mean()), r, 1.0 - errors.rate)
+    return correct
+
+
+def model_score(params: Params, model: str, settings: TrialSettings, *, seed: int, report=None,
+                workers: int | None = None, positions=None) -> float:
+    """``tune.metric``: the match score against the reference, or the share
+    of solver-labelled positions where the searched move keeps the result."""
+    if params.tune.metric == "solver":
+        positions = positions if positions is not None else solver_position_set(params, seed)
+        return float(solver_correct(params, model, settings, positions, seed=seed, report=report).mean())
+    return search_objective_score(params, model, settings, seed=seed, report=report, workers=workers)
+
+
 def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: str | Path, *, seed: int,
                              report=None, workers: int | None = None) -> float:
     """Train a fresh network for ``tune.selfplay_generations`` generations with
@@ -143,6 +205,7 @@ def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: s
                         lr_step_epochs=t.lr_step_epochs, lr_step_gamma=t.lr_step_gamma, l2=t.l2,
                         epochs=t.epochs, augment=t.augment)
     default = TrialSettings(c_puct=m.c_puct, temperature=0.0, temperature_moves=0)
+    positions = solver_position_set(params, seed) if space.metric == "solver" else None
     window: list[Path] = []
     score = 0.0
     for gen in range(1, space.selfplay_generations + 1):
@@ -156,7 +219,7 @@ def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: s
         fit_network(net, game, data, optim, batch_size=t.batch_size, val_fraction=0.0, seed=seed + gen,
                     device=params.runtime.device, progress=False)
         save_model(best, net, game, meta={"generation": gen})
-        score = search_objective_score(params, str(best), default, seed=seed, workers=workers)
+        score = model_score(params, str(best), default, seed=seed, workers=workers, positions=positions)
         if report is not None:
             report(score, gen, score)
     return score
@@ -172,8 +235,13 @@ def confirm_gain(params: Params, model: str, best: TrialSettings, default: Trial
     (paired); the 95% interval comes from the per-opening differences.
     """
     game, space = params.make_game(), params.tune
-    ref = reference_player(space)
     fresh = int(np.random.SeedSequence([seed, 0xC0F1]).generate_state(1)[0])
+    if space.metric == "solver":  # fresh positions, the same for both settings
+        positions = solver_position_set(params, fresh, count=space.confirm_games)
+        per = {k: solver_correct(params, model, s, positions, seed=fresh).astype(float)
+               for k, s in (("default", default), ("best", best))}
+        return _paired_gain(per["best"], per["default"], "positions", fresh)
+    ref = reference_player(space)
     matches = {}
     for label, settings in (("default", default), ("best", best)):
         matches[label] = play_match(game, candidate_player(params, model, settings, label), ref,
@@ -185,12 +253,17 @@ def confirm_gain(params: Params, model: str, best: TrialSettings, default: Trial
         raise RuntimeError("confirmation matches did not play the same openings")
     pair_scores = {k: np.array([(g.result + 1) / 2 for g in m.games]).reshape(-1, 2).mean(axis=1)
                    for k, m in matches.items()}
-    diff = pair_scores["best"] - pair_scores["default"]
+    return _paired_gain(pair_scores["best"], pair_scores["default"], "games", fresh, space.confirm_games)
+
+
+def _paired_gain(best: np.ndarray, default: np.ndarray, unit: str, seed: int, count: int | None = None
+                 ) -> dict[str, Any]:
+    """Mean paired difference with a normal 95% interval."""
+    diff = best - default
     gain = float(diff.mean())
     half = 1.96 * float(diff.std(ddof=1)) / math.sqrt(len(diff)) if len(diff) > 1 else float("inf")
-    return {"games": int(space.confirm_games), "seed": fresh,
-            "default_score": round(float(pair_scores["default"].mean()), 4),
-            "best_score": round(float(pair_scores["best"].mean()), 4),
+    return {unit: int(count if count is not None else len(diff)), "seed": seed,
+            "default_score": round(float(default.mean()), 4), "best_score": round(float(best.mean()), 4),
             "gain": round(gain, 4), "gain_ci95": [round(gain - half, 4), round(gain + half, 4)]}
 
 
@@ -243,8 +316,12 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
     if not study.trials:
         # the current settings go first, on the same openings: the gain of the best is measured against them
         study.enqueue_trial(default_settings(params, objective).as_params(), user_attrs={"default": True})
+    positions = solver_position_set(params, seed) if params.tune.metric == "solver" else None
     study.set_user_attr("objective", objective)
-    study.set_user_attr("games_per_trial", 2 * (params.tune.games // 2))
+    study.set_user_attr("metric", params.tune.metric)
+    # the sample size behind one trial's score: games, or solver positions
+    study.set_user_attr("games_per_trial", len(positions.moves) if positions is not None
+                        else 2 * (params.tune.games // 2))
     if model:
         study.set_user_attr("model", os.path.abspath(model))
 
@@ -275,8 +352,8 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
                         score = selfplay_objective_score(params, settings, tmp, seed=seed, report=report,
                                                          workers=workers)
                 else:
-                    score = search_objective_score(params, model, settings, seed=seed, report=report,
-                                                   workers=workers)
+                    score = model_score(params, model, settings, seed=seed, report=report,
+                                        workers=workers, positions=positions)
         except optuna.TrialPruned:
             if run is not None:
                 run.end("PRUNED")
@@ -398,7 +475,8 @@ def best_params_yaml(study, path: str | Path, confirmed: dict[str, Any] | None =
         keys.update({"evaluate.temperature": temp, "evaluate.temperature_moves": moves,
                      "gate.temperature": temp, "gate.temperature_moves": moves})
     command = "dvc exp run " + " ".join(f"-S {k}={v}" for k, v in keys.items())
-    data = {"study": study.study_name, "trial": best.number, "score": round(best.value, 4),
+    data = {"study": study.study_name, "metric": study.user_attrs.get("metric", "match"),
+            "trial": best.number, "score": round(best.value, 4),
             "params": keys, "apply": command}
     defaults = [t for t in study.trials if t.user_attrs.get("default") and t.value is not None]
     if defaults:
