@@ -43,8 +43,8 @@ def list_records(root: str | Path = ".", game: str | None = None) -> list[dict[s
             continue
         try:
             meta = json.loads((d / "manifest.json").read_text())
-            count = sum(int(read_shard_meta(s).get("games", 0)) for s in shards)
-        except (OSError, ValueError, DamagedFileError):
+            count = int(meta["identity"]["games"])  # the manifest is written once every shard is in
+        except (OSError, ValueError, KeyError, TypeError):
             continue
         if game is None or meta.get("game") == game:
             out.append({"id": f"selfplay-{g}", "kind": "selfplay", "generation": g, "game": meta.get("game"),
@@ -93,17 +93,13 @@ def _load_record(root: Path, record_id: str, index: int) -> dict[str, Any]:
         game_name = json.loads((d / "manifest.json").read_text())["game"]
         from zeroloop.selfplay import arrays_to_records
 
-        total, found = 0, None
-        for s in shards:
-            n = int(read_shard_meta(s).get("games", 0))
-            if total <= index < total + n:
-                arrays, _ = load_shard(s)
-                found = arrays_to_records(arrays)[index - total]
-                break
-            total += n
-        count = sum(int(read_shard_meta(s).get("games", 0)) for s in shards)
-        if found is None:
+        counts = [int(read_shard_meta(s).get("games", 0)) for s in shards]
+        count = sum(counts)
+        if not 0 <= index < count:
             raise PlayError(f"game index {index} is out of range 0..{count - 1}", 404)
+        shard = int(np.searchsorted(np.cumsum(counts), index, side="right"))
+        arrays, _ = load_shard(shards[shard])
+        found = arrays_to_records(arrays)[index - sum(counts[:shard])]
         actions = [int(a) for a in found.actions]
         values = [float(v) for v in found.values]
         shares = [p.tolist() for p in found.policies]
