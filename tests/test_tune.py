@@ -121,6 +121,7 @@ def test_parallel_jobs_share_one_study_through_a_journal_file(setup, tmp_path):
                                seed=0, jobs=2)
     study = optuna.load_study(study_name="p", storage=tune.open_storage(storage))
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 3
+    assert [t.user_attrs["seed"] for t in study.trials] == [0, 0, 0]  # every job plays the same openings
     from mlflow.tracking import MlflowClient
 
     runs = MlflowClient().search_runs([MlflowClient().get_experiment_by_name("tune-test").experiment_id])

@@ -293,7 +293,7 @@ def open_storage(url: str):
 
 def run_search_study(params: Params, *, model: str | None, trials: int, study_name: str, storage: str,
                      seed: int = 0, workers: int | None = None, tracker=None, objective: str = "search",
-                     progress: bool = True) -> Any:
+                     progress: bool = True, sampler_seed: int | None = None) -> Any:
     """Run (or resume) a study; returns the optuna Study. ``objective``:
     ``search`` (``model`` under the sampled settings) or ``selfplay`` (a short
     training run per trial, in a temporary directory).
@@ -311,7 +311,8 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
               "wilcoxon": lambda: optuna.pruners.WilcoxonPruner(p_threshold=0.1),
               "none": optuna.pruners.NopPruner}[params.tune.pruner]()
     study = optuna.create_study(study_name=study_name, storage=open_storage(storage), direction="maximize",
-                                sampler=optuna.samplers.TPESampler(seed=seed), pruner=pruner,
+                                sampler=optuna.samplers.TPESampler(seed=seed if sampler_seed is None
+                                                                   else sampler_seed), pruner=pruner,
                                 load_if_exists=True)
     if not study.trials:
         # the current settings go first, on the same openings: the gain of the best is measured against them
@@ -330,6 +331,7 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
 
     def evaluate_trial(trial) -> float:
         mine.add(trial.number)
+        trial.set_user_attr("seed", seed)  # of the openings / positions: equal seeds, comparable scores
         settings = suggest(trial, params.tune, objective)
         run = tracker.trial_run(trial.number, settings.as_params()) if tracker else None
 
@@ -552,15 +554,16 @@ def parallel_search_study(params_file: str, *, model: str | None, trials: int, s
     shares = [trials // jobs + (i < trials % jobs) for i in range(jobs)]
     per_job = max(1, default_workers() // jobs)
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
-        futures = [ex.submit(_study_job, params_file, model, n, study_name, storage, seed + i, per_job,
-                             objective)
+        # the same seed (openings, positions) for every job; its own sampler seed each
+        futures = [ex.submit(_study_job, params_file, model, n, study_name, storage, seed, seed + i,
+                             per_job, objective)
                    for i, n in enumerate(shares) if n]
         for f in futures:
             f.result()
 
 
 def _study_job(params_file: str, model: str | None, trials: int, study_name: str, storage: str,
-               seed: int, workers: int, objective: str) -> None:
+               seed: int, sampler_seed: int, workers: int, objective: str) -> None:
     from zeroloop.config import load_params
     from zeroloop.stages.common import setup_process
     from zeroloop.tracking import StudyTracker
@@ -569,4 +572,5 @@ def _study_job(params_file: str, model: str | None, trials: int, study_name: str
     params = load_params(params_file)
     tracker = StudyTracker.open(params, study_name, storage, {"objective": objective})
     run_search_study(params, model=model, trials=trials, study_name=study_name, storage=storage,
-                     seed=seed, workers=workers, tracker=tracker, objective=objective, progress=False)
+                     seed=seed, workers=workers, tracker=tracker, objective=objective, progress=False,
+                     sampler_seed=sampler_seed)
