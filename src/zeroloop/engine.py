@@ -28,6 +28,15 @@ def load_or_init_net(game: Game, model: str | None, seed: int,
     return PolicyValueNet.for_game(game, net_config or NetConfig()), game
 
 
+def search_position(mcts: BatchedMCTS, game: Game, state) -> tuple[int, object, np.ndarray]:
+    """Search ``state`` in slot 0 of ``mcts`` (no noise): the most-visited
+    legal action, the search result and the legal actions."""
+    mcts.set_root(0, state)
+    res = mcts.search([0])
+    legal = np.flatnonzero(game.legal_mask(state))
+    return int(legal[np.argmax(res.visits[0][legal])]), res, legal
+
+
 @dataclass
 class Analyser:
     """Searches one position at a time at temperature 0 with no noise."""
@@ -61,11 +70,8 @@ class Analyser:
                 return {"moves": text, "error": f"move {i + 1} ({g.format_action(a)}): {exc}"}
         if state.outcome is not None:
             return {"moves": text, "error": f"the game is over: {g.describe_outcome(state)}"}
-        self.search.set_root(0, state)
-        res = self.search.search([0])
+        best, res, legal = search_position(self.search, g, state)
         visits, q, priors = res.visits[0], res.q[0], res.priors[0]
-        legal = np.flatnonzero(g.legal_mask(state))
-        best = int(legal[np.argmax(visits[legal])])
         return {
             "moves": g.format_moves(actions),
             "move": g.format_action(best),

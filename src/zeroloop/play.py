@@ -116,6 +116,12 @@ class NetCache:
             return self._nets[key]
 
 
+def move_cell(game: Game, state: State, action: int) -> int | None:
+    """The cell a legal move fills (Connect Four: where the disc lands), or None for a pass."""
+    cell = game.last_cell(game.apply(state, action))
+    return cell if cell >= 0 else None
+
+
 def board_view(game: Game, state: State) -> dict[str, Any]:
     """The position as the page draws it: cells row by row from the top
     (0 empty, 1 the first player's stone 'X', 2 the second's 'O'), the last
@@ -125,10 +131,8 @@ def board_view(game: Game, state: State) -> dict[str, Any]:
     cells = (first.astype(int) + 2 * second.astype(int)).tolist()
     legal = []
     if state.outcome is None:
-        for a in np.flatnonzero(game.legal_mask(state)):
-            after = game.apply(state, int(a))
-            cell = game.last_cell(after)
-            legal.append({"move": game.format_action(int(a)), "cell": cell if cell >= 0 else None})
+        legal = [{"move": game.format_action(int(a)), "cell": move_cell(game, state, int(a))}
+                 for a in np.flatnonzero(game.legal_mask(state))]
     return {"rows": game.rows, "cols": game.cols, "cells": cells, "last": game.last_cell(state),
             "to_move": "X" if state.first_to_move else "O", "legal": legal,
             "over": state.outcome is not None,
@@ -201,21 +205,20 @@ class PlaySession:
         self._check_running()
         if self.human_to_move:
             raise PlayError("it is your turn, not the AI's", 409)
+        from zeroloop.engine import search_position
+
         g, state = self.game, self.state
-        self.search.set_root(0, state)
-        res = self.search.search([0])
+        best, res, legal = search_position(self.search, g, state)
         visits, q = res.visits[0], res.q[0]
-        legal = np.flatnonzero(g.legal_mask(state))
-        best = int(legal[np.argmax(visits[legal])])
         total = float(visits[legal].sum()) or 1.0
         info = {
             "move": g.format_action(best),
-            "cell": g.last_cell(g.apply(state, best)),
+            "cell": move_cell(g, state, best),
             "value": round(float(res.value[0]), 4),
             "visits": sorted(({"move": g.format_action(int(a)), "share": round(float(visits[a]) / total, 4),
                                "visits": int(visits[a]), "q": round(float(q[a]), 4),
-                               "cell": (lambda c: c if c >= 0 else None)(g.last_cell(g.apply(state, int(a))))}
-                              for a in legal), key=lambda d: -d["visits"]),
+                               "cell": move_cell(g, state, int(a))} for a in legal),
+                             key=lambda d: -d["visits"]),
         }
         self.ai_info[len(self.actions)] = info
         self.states.append(g.apply(state, best))

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from zeroloop.games import make_game
-from zeroloop.play import PlayError, board_view
+from zeroloop.play import PlayError, board_view, move_cell
 from zeroloop.storage import DamagedFileError, load_shard, read_shard_meta
 
 
@@ -132,10 +132,10 @@ def _load_record(root: Path, record_id: str, index: int) -> dict[str, Any]:
             frame["value"] = None if values[i] is None else round(values[i], 3)
             if shares[i] is not None:
                 p = np.asarray(shares[i])
-                frame["shares"] = {game.format_action(int(a)): round(float(p[a]), 3)
-                                   for a in np.flatnonzero(p > 0.005)}
-                frame["share_cells"] = {str(game.last_cell(game.apply(state, int(a)))): round(float(p[a]), 3)
-                                        for a in np.flatnonzero(p > 0.005)}
+                top = [int(a) for a in np.flatnonzero(p > 0.005)]
+                frame["shares"] = {game.format_action(a): round(float(p[a]), 3) for a in top}
+                cells = {move_cell(game, state, a): round(float(p[a]), 3) for a in top}
+                frame["share_cells"] = {str(c): v for c, v in cells.items() if c is not None}
             state = game.apply(state, act)
         frames.append(frame)
     return {"record": record_id, "index": index, "count": count, "game": game_name, "rows": game.rows,
