@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The main job: the DVC pipeline with params.yaml (Connect Four by default).
-# Stages run `python -m zeroloop.stages ...`, so the venv goes first on PATH.
+# Stages run `python -m zeroloop.pipeline.stages ...`, so the venv goes first on PATH.
 repro: $(STAMP)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
 

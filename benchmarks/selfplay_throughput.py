@@ -37,8 +37,8 @@ class Spec:
 def _net(spec: Spec):
     import torch
 
-    from zeroloop.games import make_game
-    from zeroloop.nn import NetConfig, NetworkEvaluator, PolicyValueNet
+    from zeroloop.engine.games import make_game
+    from zeroloop.engine.nn import NetConfig, NetworkEvaluator, PolicyValueNet
 
     game = make_game(spec.game)
     torch.manual_seed(spec.seed)
@@ -47,8 +47,8 @@ def _net(spec: Spec):
 
 
 def selfplay_worker(spec: Spec) -> dict:
-    from zeroloop.search import MoveSchedule, SearchConfig, SearchStats
-    from zeroloop.selfplay import play_selfplay_games
+    from zeroloop.engine.search import MoveSchedule, SearchConfig, SearchStats
+    from zeroloop.engine.selfplay import play_selfplay_games
 
     game, ev = _net(spec)
     stats = SearchStats()
@@ -84,8 +84,8 @@ def network_worker(spec: Spec) -> dict:
 
 
 def main() -> None:
-    from zeroloop.nn import NetConfig
-    from zeroloop.workers import ProcessPool, default_workers
+    from zeroloop.engine.nn import NetConfig
+    from zeroloop.pipeline.workers import ProcessPool, default_workers
 
     d = NetConfig()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -27,11 +27,11 @@ def main() -> None:
     ap.add_argument("--channels", type=int, default=64)
     a = ap.parse_args()
 
-    from zeroloop.games import make_game
-    from zeroloop.nn import NetConfig, PolicyValueNet
-    from zeroloop.nn.data import ReplayData
-    from zeroloop.nn.module import OptimConfig, alphazero_loss, fit_network
-    from zeroloop.stages.common import quiet_libraries
+    from zeroloop.engine.games import make_game
+    from zeroloop.engine.nn import NetConfig, PolicyValueNet
+    from zeroloop.pipeline.process import quiet_libraries
+    from zeroloop.pipeline.training.module import OptimConfig, alphazero_loss, fit_network
+    from zeroloop.pipeline.training.replay import ReplayData
 
     quiet_libraries()
     torch.set_num_threads(a.threads)

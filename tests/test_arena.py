@@ -1,11 +1,13 @@
 import numpy as np
 import pytest
 
-from zeroloop.arena import PlayerSpec, make_openings, play_games, play_match
-from zeroloop.evaluate import ILLEGAL, make_position_set, move_errors, perfect_scorer
-from zeroloop.games import make_game
-from zeroloop.players import PerfectTicTacToe, RandomPlayer
-from zeroloop.rating import SPRT
+from zeroloop.engine.arena import make_openings, play_games
+from zeroloop.engine.games import make_game
+from zeroloop.engine.perfect import PerfectTicTacToe, perfect_scorer
+from zeroloop.engine.players import RandomPlayer
+from zeroloop.engine.positions import ILLEGAL, make_position_set, move_errors
+from zeroloop.engine.rating import SPRT
+from zeroloop.pipeline.matches import PlayerSpec, play_match
 
 
 def _replay(game, actions):

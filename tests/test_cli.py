@@ -4,9 +4,9 @@ import sys
 
 import torch
 
-from zeroloop.games import make_game
-from zeroloop.nn import NetConfig, PolicyValueNet
-from zeroloop.storage import save_model
+from zeroloop.engine.games import make_game
+from zeroloop.engine.nn import NetConfig, PolicyValueNet
+from zeroloop.pipeline.storage import save_model
 
 
 def run_cli(*args, stdin=""):

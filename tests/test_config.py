@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from zeroloop.config import ParamsError, load_params, parse_params
+from zeroloop.pipeline.params import ParamsError, load_params, parse_params
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from zeroloop.config import parse_params
+from zeroloop.pipeline.params import parse_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,7 @@ def test_dvc_repro_end_to_end(repo):
     assert (repo / "reports/plots/elo.png").stat().st_size > 1000
 
     # the viewer reads the recorded games of this very run
-    from zeroloop.records import list_records, load_record
+    from zeroloop.apps.records import list_records, load_record
 
     assert {"selfplay-1", "selfplay-2", "gate-1", "gate-2"} <= {r["id"] for r in list_records(repo)}
     gate_games = json.loads((repo / "reports/generations/gen_1/gate_games.json").read_text())

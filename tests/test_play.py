@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zeroloop.games import make_game
-from zeroloop.play import SHIPPED_DIR, PlayError, list_models, new_session, resolve_model
+from zeroloop.apps.play import SHIPPED_DIR, PlayError, list_models, new_session, resolve_model
+from zeroloop.engine.games import make_game
 
 
 def _layout(root: Path) -> None:

@@ -3,9 +3,9 @@ from functools import cache
 import numpy as np
 import pytest
 
-from zeroloop.games import TicTacToe, make_game
-from zeroloop.nn import uniform_evaluator
-from zeroloop.players import (
+from zeroloop.engine.games import TicTacToe, make_game
+from zeroloop.engine.nn import uniform_evaluator
+from zeroloop.engine.players import (
     GreedyPlayer,
     MCTSPlayer,
     PerfectConnectFour,
@@ -13,7 +13,7 @@ from zeroloop.players import (
     RandomPlayer,
     UCTPlayer,
 )
-from zeroloop.search import SearchConfig
+from zeroloop.engine.search import SearchConfig
 
 TTT = TicTacToe()
 

@@ -1,4 +1,4 @@
-"""Tests for zeroloop.rating. Expected values are worked out by hand (in the
+"""Tests for zeroloop.engine.rating. Expected values are worked out by hand (in the
 comments) or by brute force (grid search, finite differences, simulation),
 never by calling the code under test a second way."""
 
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from zeroloop.rating import SPRT, MatchScore, fit_elo, gate_decision
+from zeroloop.engine.rating import SPRT, MatchScore, fit_elo, gate_decision
 
 ELO_75 = 400 * math.log10(3)  # 75% = odds 3:1 -> 190.85 Elo
 

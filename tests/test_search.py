@@ -2,10 +2,10 @@ import numpy as np
 import pytest
 import torch
 
-from zeroloop.games import make_game
-from zeroloop.nn import NetConfig, NetworkEvaluator, PolicyValueNet, uniform_evaluator
-from zeroloop.search import BatchedMCTS, MoveSchedule, SearchConfig, choose_move, visit_policy
-from zeroloop.selfplay import play_selfplay_games
+from zeroloop.engine.games import make_game
+from zeroloop.engine.nn import NetConfig, NetworkEvaluator, PolicyValueNet, uniform_evaluator
+from zeroloop.engine.search import BatchedMCTS, MoveSchedule, SearchConfig, choose_move, visit_policy
+from zeroloop.engine.selfplay import play_selfplay_games
 
 
 def search_position(name, moves, sims=200, **cfg):

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from zeroloop.cli import build_parser
-from zeroloop.config import parse_params
-from zeroloop.play import SHIPPED_DIR
-from zeroloop.server import create_app
+from zeroloop.apps.cli import build_parser
+from zeroloop.apps.play import SHIPPED_DIR
+from zeroloop.apps.server import create_app
+from zeroloop.pipeline.params import parse_params
 
 
 @pytest.fixture
@@ -127,7 +127,7 @@ def test_serve_binds_to_localhost_by_default():
 
 def test_recorded_games_from_real_stages(tmp_path, mlflow_db, monkeypatch):
     """Self-play and gate stages write what the viewer steps through."""
-    from zeroloop.stages import gate, init, selfplay
+    from zeroloop.pipeline.stages import gate, init, selfplay
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{mlflow_db}")
@@ -167,7 +167,7 @@ def test_damaged_or_malformed_record_files_are_named(client, tmp_path):
     (gen / "gate_games.json").write_text('{"game": "tictactoe", "games": [{"moves": "1 2"}]}')
     _error(client.get("/api/records/gate-2?index=0"), 422, "record 'gate-2' is malformed: KeyError")
     # a self-play shard damaged after it was written
-    from zeroloop.storage import save_shard
+    from zeroloop.pipeline.storage import save_shard
 
     d = tmp_path / "data/gen_1"
     d.mkdir(parents=True)

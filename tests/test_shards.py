@@ -1,13 +1,13 @@
 import numpy as np
 import pytest
 
-from zeroloop.games import make_game
-from zeroloop.nn.inference import uniform_evaluator
-from zeroloop.nn.net import NetConfig
-from zeroloop.search import MoveSchedule, SearchConfig
-from zeroloop.selfplay import arrays_to_records, play_selfplay_games, records_to_arrays, unpack_planes
-from zeroloop.selfplay_jobs import SelfplayJob, finished_shards, run_selfplay, shard_path
-from zeroloop.storage import DamagedFileError, load_shard, read_shard_meta, save_shard
+from zeroloop.engine.games import make_game
+from zeroloop.engine.nn.inference import uniform_evaluator
+from zeroloop.engine.nn.net import NetConfig
+from zeroloop.engine.search import MoveSchedule, SearchConfig
+from zeroloop.engine.selfplay import arrays_to_records, play_selfplay_games, records_to_arrays, unpack_planes
+from zeroloop.pipeline.selfplay import SelfplayJob, finished_shards, run_selfplay, shard_path
+from zeroloop.pipeline.storage import DamagedFileError, load_shard, read_shard_meta, save_shard
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_selfplay_job_validates_its_inputs(tmp_path):
 
 
 def test_written_files_get_the_usual_mode_not_mkstemps_0600(tmp_path):
-    from zeroloop.storage import _UMASK, atomic_write_bytes
+    from zeroloop.pipeline.storage import _UMASK, atomic_write_bytes
 
     atomic_write_bytes(tmp_path / "x.json", b"{}")
     assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o666 & ~_UMASK

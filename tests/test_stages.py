@@ -5,11 +5,11 @@ import sys
 
 import yaml
 
-from zeroloop.config import parse_params
+from zeroloop.pipeline.params import parse_params
 
 
 def stage(cwd, *args):
-    return subprocess.run([sys.executable, "-m", "zeroloop.stages", *args], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=300)
 
 

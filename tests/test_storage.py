@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from zeroloop.games import make_game
-from zeroloop.nn import NetConfig, PolicyValueNet
-from zeroloop.storage import DamagedFileError, load_model, read_model_header, save_model
+from zeroloop.engine.games import make_game
+from zeroloop.engine.nn import NetConfig, PolicyValueNet
+from zeroloop.pipeline.storage import DamagedFileError, load_model, read_model_header, save_model
 
 
 def small_net(game):

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from zeroloop.games import make_game
-from zeroloop.nn import NetConfig, PolicyValueNet
-from zeroloop.nn.data import ReplayData, SymmetryAugment
-from zeroloop.nn.inference import uniform_evaluator
-from zeroloop.nn.module import OptimConfig, alphazero_loss, fit_network, lightning_device
-from zeroloop.search import MoveSchedule, SearchConfig
-from zeroloop.selfplay import play_selfplay_games, records_to_arrays, unpack_planes
+from zeroloop.engine.games import make_game
+from zeroloop.engine.nn import NetConfig, PolicyValueNet
+from zeroloop.engine.nn.inference import uniform_evaluator
+from zeroloop.engine.search import MoveSchedule, SearchConfig
+from zeroloop.engine.selfplay import play_selfplay_games, records_to_arrays, unpack_planes
+from zeroloop.pipeline.training.module import OptimConfig, alphazero_loss, fit_network, lightning_device
+from zeroloop.pipeline.training.replay import ReplayData, SymmetryAugment
 
 
 def test_loss_matches_a_hand_computed_example():

@@ -15,12 +15,12 @@ import pytest
 import torch
 import yaml
 
-import zeroloop.tune as tune
-from zeroloop.config import parse_params
-from zeroloop.games import make_game
-from zeroloop.nn import NetConfig, PolicyValueNet
-from zeroloop.storage import save_model
-from zeroloop.tracking import StudyTracker
+import zeroloop.pipeline.tuning.study as tune
+from zeroloop.engine.games import make_game
+from zeroloop.engine.nn import NetConfig, PolicyValueNet
+from zeroloop.pipeline.params import parse_params
+from zeroloop.pipeline.storage import save_model
+from zeroloop.pipeline.tracking import StudyTracker
 
 TINY = {"game": "tictactoe", "tune": {"games": 4, "rounds": 2, "simulations": 8, "reference": "random",
                                       "pruner": "none", "confirm_games": 8},
@@ -103,7 +103,7 @@ def test_trials_share_openings_so_equal_settings_score_equally(setup):
 
 
 def test_tune_ranges_are_validated():
-    from zeroloop.config import ParamsError
+    from zeroloop.pipeline.params import ParamsError
 
     with pytest.raises(ParamsError, match=r"tune.c_puct: needs low < high"):
         parse_params({"tune": {"c_puct": {"low": 2.0, "high": 1.0}}})
@@ -174,7 +174,7 @@ def test_noise_dims_are_tuned_by_the_selfplay_objective_only():
     assert set(s.as_params()) == {"c_puct", "temperature", "temperature_moves", "dirichlet_alpha",
                                   "dirichlet_epsilon"}
     assert tune.suggest(study.ask(), space, "search").dirichlet_alpha is None
-    from zeroloop.config import ParamsError
+    from zeroloop.pipeline.params import ParamsError
 
     with pytest.raises(ParamsError, match="tune.dirichlet_epsilon: .*high <= 1"):
         parse_params({"tune": {"dirichlet_epsilon": {"low": 0.5, "high": 1.5}}})
@@ -307,7 +307,7 @@ def test_tune_on_a_fresh_clone_uses_the_shipped_model(tmp_path, mlflow_db):
 
 
 def test_solver_metric_scores_the_share_of_result_keeping_moves(tmp_path):
-    from zeroloop.play import SHIPPED_DIR
+    from zeroloop.apps.play import SHIPPED_DIR
 
     model = str(SHIPPED_DIR / "tictactoe.pt")  # plays perfectly with search (0% errors in its evaluation)
     params = parse_params({**TINY, "tune": {**TINY["tune"], "metric": "solver", "solver_positions": 30,

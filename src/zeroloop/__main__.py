@@ -1,5 +1,5 @@
 import sys
 
-from zeroloop.cli import main
+from zeroloop.apps.cli import main
 
 sys.exit(main())

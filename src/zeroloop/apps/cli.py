@@ -1,0 +1,299 @@
+"""The ``zeroloop`` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from zeroloop.engine.games import GAME_NAMES
+
+
+def _game_help() -> str:
+    return "; ".join(f"{k}: {v}" for k, v in GAME_NAMES.items())
+
+
+def cmd_analyse(args: argparse.Namespace) -> int:
+    from zeroloop.apps.analyse import Analyser
+
+    try:
+        analyser = Analyser.build(args.game, args.model, args.sims, args.seed, args.device)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"zeroloop analyse: {exc}", file=sys.stderr)
+        return 2
+    for _ in analyser.run(sys.stdin, sys.stdout):
+        pass
+    return 0
+
+
+def cmd_selfplay(args: argparse.Namespace) -> int:
+    from zeroloop.engine.games import make_game
+    from zeroloop.engine.search import SearchConfig
+    from zeroloop.pipeline.selfplay import SelfplayJob, run_selfplay
+
+    try:
+        game = make_game(args.game)
+        job = SelfplayJob(game=game.name, model=args.model, games=args.games,
+                          search=SearchConfig(simulations=args.sims), seed=args.seed,
+                          shard_games=args.parallel, device=args.device)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"zeroloop selfplay: {exc}", file=sys.stderr)
+        return 2
+    t0 = time.perf_counter()
+    shards, stats = run_selfplay(job, workers=args.workers, progress=not args.quiet)
+    records = [r for s in shards for r in s.records]
+    wall = time.perf_counter() - t0
+    wins = sum(r.result > 0 for r in records)
+    losses = sum(r.result < 0 for r in records)
+    summary = {
+        "game": game.name, "games": len(records), "first_player_wins": wins,
+        "second_player_wins": losses, "draws": len(records) - wins - losses,
+        "moves": sum(len(r.actions) for r in records), "simulations": stats.simulations,
+        "wall_s": round(wall, 1), "simulations_per_s": round(stats.simulations / wall),
+    }
+    if args.out:
+        from zeroloop.pipeline.selfplay import write_games_jsonl
+
+        write_games_jsonl(args.out, game, records)
+        summary["written"] = args.out
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from zeroloop.pipeline.layout import Layout
+    from zeroloop.pipeline.params import ParamsError, load_params
+    from zeroloop.pipeline.process import quiet_libraries
+
+    quiet_libraries()
+    try:
+        params = load_params(args.params)
+        model = None
+        if args.objective == "search":
+            model = args.model
+            if model is None:  # the pipeline's champion, else the newest generation, else the shipped model
+                from zeroloop.apps.play import list_models
+
+                found = [m for m in list_models(params.make_game()) if m.path]
+                if not found:
+                    raise FileNotFoundError(f"{Layout().champion}: no such model file (run `make repro` first, "
+                                            "or pass --model)")
+                model = found[0].path
+                print(f"zeroloop tune: tuning {found[0].label}: {model}", file=sys.stderr)
+            if not Path(model).is_file():
+                raise FileNotFoundError(f"{model}: no such model file")
+            from zeroloop.pipeline.storage import load_model
+
+            load_model(model, params.make_game())  # a damaged or wrong-game model fails here, by name
+    except (ParamsError, ValueError, FileNotFoundError) as exc:
+        print(f"zeroloop tune: {exc}", file=sys.stderr)
+        return 2
+    from zeroloop.pipeline.tracking import StudyTracker
+    from zeroloop.pipeline.tuning.objectives import TrialSettings, default_settings
+    from zeroloop.pipeline.tuning.results import best_params_yaml, confirm_gain, save_plots
+    from zeroloop.pipeline.tuning.study import open_storage, parallel_search_study, run_search_study
+
+    study_name = args.study or f"{params.game}-{args.objective}"
+    tracker = StudyTracker.open(params, study_name, args.storage,
+                                {"objective": args.objective, "model": model or "", "seed": args.seed})
+    try:
+        if args.jobs > 1:
+            parallel_search_study(args.params, model=model, trials=args.trials, study_name=study_name,
+                                  storage=args.storage, seed=args.seed, jobs=args.jobs,
+                                  objective=args.objective)
+            import optuna
+
+            study = optuna.load_study(study_name=study_name, storage=open_storage(args.storage))
+        else:
+            study = run_search_study(params, model=model, trials=args.trials, study_name=study_name,
+                                     storage=args.storage, seed=args.seed, workers=args.workers,
+                                     tracker=tracker, objective=args.objective)
+    except ValueError as exc:
+        print(f"zeroloop tune: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        tracker.interrupted()
+        print(f"zeroloop tune: interrupted; finished trials are stored in {args.storage}; rerun the "
+              f"same command to continue study {study_name!r}", file=sys.stderr)
+        return 130
+    out = Path("reports") / "tuning"
+    states = [t.state.name for t in study.trials]
+    best = None
+    if "COMPLETE" in states:
+        confirmed = None
+        top = study.best_trial
+        if (args.objective == "search" and params.tune.confirm_games
+                and not top.user_attrs.get("default")):
+            keys = {k: top.params[k] for k in ("c_puct", "temperature", "temperature_moves")}
+            default = next((t for t in study.trials if t.user_attrs.get("default")), None)
+            base = ({k: default.params[k] for k in keys} if default is not None
+                    else default_settings(params, "search").as_params())
+            try:
+                confirmed = confirm_gain(params, model, TrialSettings(**keys), TrialSettings(**base),
+                                         seed=args.seed, workers=args.workers)
+            except KeyboardInterrupt:
+                print("zeroloop tune: confirmation interrupted; writing the study's result without it",
+                      file=sys.stderr)
+        best = best_params_yaml(study, out / "best_params.yaml", confirmed)
+    plots = save_plots(study, out)
+    tracker.finish(best, plots + ([out / "best_params.yaml"] if best else []))
+    summary = {"study": study_name, "storage": args.storage, "trials": len(states),
+               "complete": states.count("COMPLETE"), "pruned": states.count("PRUNED"),
+               "failed": states.count("FAIL"), "best": best}
+    print(json.dumps(summary, indent=2))
+    return 0 if best else 1
+
+
+def cmd_play(args: argparse.Namespace) -> int:
+    from zeroloop.apps.play import NetCache, PlayError, new_session, play_terminal
+
+    try:
+        session = new_session(args.game, args.model, sims=args.sims, human_first=not args.ai_first,
+                              nets=NetCache(args.device), seed=args.seed)
+    except PlayError as exc:
+        print(f"zeroloop play: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return play_terminal(session, sys.stdin, sys.stdout)
+    except KeyboardInterrupt:
+        print("\nGame abandoned.")
+        return 130
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from zeroloop.apps.server import serve
+
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"zeroloop serve: listening on {args.host}: anyone who can reach it can play and read "
+              "your recorded games", file=sys.stderr)
+    print(f"zeroloop: open http://{args.host}:{args.port}/ (Ctrl-C stops)", file=sys.stderr)
+    serve(args.host, args.port, args.root, args.device)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="zeroloop", description="AlphaZero training pipeline: engine tools.",
+        epilog="Games: " + _game_help())
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    a = sub.add_parser(
+        "analyse", help="search positions read from stdin, one JSON answer per line",
+        description=(
+            "Read one position per line on stdin, written as the moves from the start "
+            "in the game's notation (Connect Four: columns 1-7, e.g. 4453; tic-tac-toe: "
+            "cells 1-9; gomoku/Othello: cells like d3, Othello 'pass'). An empty line "
+            "is the start position. Writes one JSON line per position: moves, move (the "
+            "most-visited move), value (for the side to move, -1..1), visits, q and "
+            "prior per legal move. Search runs at temperature 0 with no noise. A bad "
+            "line gets {\"moves\", \"error\"} and the rest are still answered."),
+        epilog="Without --model a randomly initialised network (seeded by --seed) is "
+               "used, so the command works before any training.")
+    a.add_argument("--game", required=True, help="game name (see zeroloop --help)")
+    a.add_argument("--model", help="model file (.pt) written by zeroloop; default: random net")
+    a.add_argument("--sims", type=int, default=200, help="simulations per position (default 200)")
+    a.add_argument("--seed", type=int, default=0, help="seed for the random net (default 0)")
+    a.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
+    a.set_defaults(func=cmd_analyse)
+
+    s = sub.add_parser("selfplay", help="play self-play games with a model (or a random net)",
+                       description="Play self-play games through the batched search over "
+                                   "worker processes and print a summary.")
+    s.add_argument("--game", default="connect4", help="game name (default connect4)")
+    s.add_argument("--model", help="model file; default: random net")
+    s.add_argument("--games", type=int, default=64, help="games to play (default 64)")
+    s.add_argument("--sims", type=int, default=100, help="simulations per move (default 100)")
+    s.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
+    s.add_argument("--parallel", type=int, default=64,
+                   help="games per shard, searched together by one worker (default 64)")
+    s.add_argument("--seed", type=int, default=0, help="seed for the games and the random net")
+    s.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
+    s.add_argument("--out", help="write the games as JSON lines to this file")
+    s.add_argument("--quiet", action="store_true", help="no progress bar")
+    s.set_defaults(func=cmd_selfplay)
+
+    t = sub.add_parser(
+        "tune", help="Optuna study over c_puct and temperature",
+        description="Tune the search settings: each trial samples c_puct, temperature and "
+                    "temperature moves from the `tune:` section of params.yaml. search: the model "
+                    "plays tune.games games against the reference player (tune.reference) on the same "
+                    "seeded openings in every trial; trial 0 is the current settings. Trials are "
+                    "stored in --storage (resumable by --study name; Ctrl-C is safe) and logged to "
+                    "MLflow as nested runs. At the end the best and the current settings replay "
+                    "tune.confirm_games games on fresh openings, and reports/tuning/best_params.yaml "
+                    "gets the best settings, the gains with 95% intervals and the `dvc exp run -S "
+                    "...` command that applies them, beside plots.",
+        epilog="Watch a study: optuna-dashboard sqlite:///optuna.db (or the journal file's path).")
+    t.add_argument("--objective", choices=["search", "selfplay"], default="search",
+                   help="search: a fixed model's match score under the sampled settings (cheap); "
+                        "selfplay: a short training run per trial with the sampled self-play "
+                        "settings, scored by its final model (tune.selfplay_generations x "
+                        "tune.selfplay_games)")
+    t.add_argument("--trials", type=int, default=20, help="trials to run now (default 20)")
+    t.add_argument("--storage", default="sqlite:///optuna.db",
+                   help="Optuna storage: sqlite:///optuna.db (default, one process), "
+                        "journal:optuna.journal (several processes on one machine), or a "
+                        "PostgreSQL URL (several machines: run the same command on each)")
+    t.add_argument("--jobs", type=int, default=1,
+                   help="processes sharing the study on this machine (needs a journal or RDB storage)")
+    t.add_argument("--study", help="study name (default <game>-search); the same name resumes it")
+    t.add_argument("--model", help="search objective: model file (default: models/champion.pt, else the "
+                                   "newest generation's best, else the model shipped for the game)")
+    t.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
+    t.add_argument("--seed", type=int, default=0, help="seed of the openings and the sampler")
+    t.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
+    t.set_defaults(func=cmd_tune)
+
+    pl = sub.add_parser(
+        "play", help="play a model in the terminal",
+        description="Play against a model in the terminal: type moves in the game's notation; "
+                    "'undo' takes back your last move, 'hint' lists the legal moves, 'quit' ends. "
+                    "After each AI move its value estimate (for the AI, -1..1) and visit shares "
+                    "are shown.",
+        epilog="Models: --model takes a file, or an id: champion (models/champion.pt), genN, "
+               "genN-candidate, shipped (a small model that comes with zeroloop), random. Default: "
+               "the first that exists for the game, in that order. Games: " + _game_help())
+    pl.add_argument("--game", required=True, help="game name")
+    pl.add_argument("--model", help="model file or id (default: the pipeline's champion for the game)")
+    pl.add_argument("--sims", type=int, default=200, help="simulations per AI move (default 200)")
+    side = pl.add_mutually_exclusive_group()
+    side.add_argument("--human-first", action="store_true", help="you play X and move first (default)")
+    side.add_argument("--ai-first", action="store_true", help="the AI plays X and moves first")
+    pl.add_argument("--seed", type=int, default=0, help="seed (for the untrained network)")
+    pl.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
+    pl.set_defaults(func=cmd_play)
+
+    sv = sub.add_parser(
+        "serve", help="web page: play the models, view recorded games",
+        description="Serve a web page to play the models (pick game, model, strength and colour; "
+                    "click to move; undo, restart; the AI's value and visit distribution) and to step "
+                    "through recorded self-play and gate games, with the JSON API behind it "
+                    "(documented at /docs).")
+    sv.add_argument("--host", default="127.0.0.1",
+                    help="address to bind (default 127.0.0.1: this machine only)")
+    sv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    sv.add_argument("--root", default=".", help="project directory with models/, data/, reports/ (default .)")
+    sv.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
+    sv.set_defaults(func=cmd_serve)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from zeroloop.pipeline.process import init_worker_threads
+
+    init_worker_threads()  # one torch thread per process; parallelism comes from processes
+    if args.command == "tune" and (args.trials < 1 or args.jobs < 1):
+        print("zeroloop tune: --trials and --jobs must be >= 1", file=sys.stderr)
+        return 2
+    if args.command == "analyse" and args.sims < 1:
+        print("zeroloop analyse: --sims must be >= 1", file=sys.stderr)
+        return 2
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""Games between two players: colour-balanced and batched.
+
+Each opening (a few random legal moves) is played twice with the colours
+swapped, so neither player gains from moving first; all games run together so
+network players search them in one batch. Where the games run (worker
+processes, a cluster) is the pipeline's business: :mod:`zeroloop.pipeline.matches`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from zeroloop.engine.games import Game, random_line
+from zeroloop.engine.players import Player
+from zeroloop.engine.rating import MatchScore
+
+
+@dataclass(frozen=True)
+class GameResult:
+    """One arena game: all moves (opening included), whether A moved first,
+    and the result for A (+1 win, 0 draw, -1 loss)."""
+
+    actions: list[int]
+    a_first: bool
+    result: float
+
+
+@dataclass
+class MatchResult:
+    a: str
+    b: str
+    games: list[GameResult] = field(default_factory=list)
+    stopped_early: str | None = None  # the SPRT verdict when it ended the match
+
+    @property
+    def score(self) -> MatchScore:
+        r = [g.result for g in self.games]
+        return MatchScore(sum(x > 0 for x in r), sum(x == 0 for x in r), sum(x < 0 for x in r))
+
+
+def make_openings(game: Game, plies: int, count: int, rng: np.random.Generator) -> list[list[int]]:
+    """``count`` random legal move sequences of ``plies`` moves that leave the
+    game running; distinct while enough exist (a few tries each)."""
+    seen: set[tuple[int, ...]] = set()
+    out: list[list[int]] = []
+    for _ in range(count):
+        for _attempt in range(20):
+            _, moves = random_line(game, plies, rng)
+            if tuple(moves) not in seen:
+                break
+        seen.add(tuple(moves))
+        out.append(moves)
+    return out
+
+
+def play_games(game: Game, a: Player, b: Player, openings: Sequence[Sequence[int]],
+               on_game: Callable[[GameResult], None] | None = None) -> list[GameResult]:
+    """Play every opening twice (A first, then B first), all games at once."""
+    starts: list[tuple[list[int], bool]] = [(list(o), first) for o in openings for first in (True, False)]
+    n = len(starts)
+    states, moves = [], []
+    for opening, _ in starts:
+        s = game.initial_state()
+        for act in opening:
+            s = game.apply(s, act)
+        states.append(s)
+        moves.append(list(opening))
+    a.new_games(n)
+    b.new_games(n)
+    results: list[GameResult | None] = [None] * n
+    running = set(range(n))
+    while running:
+        # the side to move is A when (ply parity) matches (A moved first)
+        turn_a = sorted(i for i in running if states[i].first_to_move == starts[i][1])
+        turn_b = sorted(running.difference(turn_a))
+        for player, idx in ((a, turn_a), (b, turn_b)):
+            if not idx:
+                continue
+            chosen = player.choose(idx, [states[i] for i in idx])
+            for i, act in zip(idx, chosen):
+                before = states[i]
+                states[i] = game.apply(before, act)
+                moves[i].append(act)
+                a.observe(i, before, act)
+                b.observe(i, before, act)
+                if states[i].outcome is not None:
+                    # outcome is for the side to move now; A is to move iff it is not the mover
+                    mover_is_a = player is a
+                    res = -states[i].outcome if mover_is_a else states[i].outcome
+                    results[i] = GameResult(moves[i], starts[i][1], float(res))
+                    running.discard(i)
+                    if on_game is not None:
+                        on_game(results[i])
+    return [r for r in results if r is not None]

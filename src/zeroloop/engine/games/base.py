@@ -1,0 +1,143 @@
+"""The `Game` protocol: what search, training and the tools need from a game.
+
+Conventions every game keeps (the compliance test checks them):
+
+* Two players alternate strictly; a pass (Othello) is a move like any other.
+* A state is an immutable :class:`State`. ``me``/``opp`` are bitboards of the
+  side to move and of its opponent; ``ply`` counts moves played (passes
+  included), so the side to move is the first player exactly when ``ply`` is
+  even.
+* ``outcome`` is ``None`` while the game runs and, once it ended, the result
+  from the side to move: +1 win, 0 draw, -1 loss.
+* Actions are integers in ``[0, num_actions)``. Cell actions are numbered
+  row-major from the top-left cell (row 0 is the top of the rendered board).
+* ``encode`` returns float32 planes ``[B, 4, H, W]`` from the side to move:
+  its stones, the opponent's stones, the last move (one-hot, empty if none or a
+  pass), and a colour plane (all ones when the first player is to move).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+NUM_PLANES = 4
+
+
+class IllegalMoveError(ValueError):
+    """A move that is malformed or not legal in the position it is played in."""
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    """One position. Immutable; ``Game.apply`` returns a new one."""
+
+    me: int
+    opp: int
+    ply: int = 0
+    last: int = -1
+    outcome: float | None = None
+
+    @property
+    def first_to_move(self) -> bool:
+        return self.ply % 2 == 0
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    """A board symmetry as two index maps that come from one cell permutation.
+
+    ``cell_src[i]`` is the cell whose content moves to cell ``i``; applying it
+    to planes ``x[..., H, W]`` and to policies ``p[..., A]`` keeps them aligned
+    by construction. ``action_src`` is the same map over actions (cells, or
+    columns in Connect Four, plus a fixed pass action where a game has one).
+    """
+
+    name: str
+    cell_src: np.ndarray  # [H*W] int
+    action_src: np.ndarray  # [A] int
+
+    def planes(self, x: np.ndarray) -> np.ndarray:
+        """Map planes ``[..., H, W]`` (numpy) to their image."""
+        h, w = x.shape[-2:]
+        flat = x.reshape(*x.shape[:-2], h * w)
+        return flat[..., self.cell_src].reshape(x.shape)
+
+    def policy(self, p: np.ndarray) -> np.ndarray:
+        """Map a policy or legal mask ``[..., A]`` to its image."""
+        return p[..., self.action_src]
+
+    def action(self, a: int) -> int:
+        """Where action ``a`` goes under this symmetry."""
+        return int(np.flatnonzero(self.action_src == a)[0])
+
+
+@runtime_checkable
+class Game(Protocol):
+    """What search, training and the tools need from a game."""
+
+    name: str
+    rows: int
+    cols: int
+    num_actions: int
+    max_moves: int  # an upper bound on the length of any game
+
+    def initial_state(self) -> State: ...
+
+    def legal_mask(self, state: State) -> np.ndarray:
+        """``[A]`` bool; all False in a finished game."""
+        ...
+
+    def apply(self, state: State, action: int) -> State:
+        """The position after ``action``; raises IllegalMoveError if illegal."""
+        ...
+
+    def encode(self, states: Sequence[State]) -> np.ndarray:
+        """``[B, 4, H, W]`` float32 planes from each side to move."""
+        ...
+
+    def symmetries(self) -> list[Symmetry]: ...
+
+    def transform(self, state: State, sym: Symmetry) -> State:
+        """The image of ``state`` under ``sym`` (a position of this game)."""
+        ...
+
+    def format_action(self, action: int) -> str: ...
+
+    def parse_action(self, text: str) -> int: ...
+
+    def format_moves(self, actions: Sequence[int]) -> str: ...
+
+    def parse_moves(self, text: str) -> list[int]: ...
+
+    def render(self, state: State) -> str:
+        """The board as text, with whose move it is or the result."""
+        ...
+
+    def describe_outcome(self, state: State) -> str:
+        """``X wins``, ``O wins``, ``draw`` or ``game in progress``."""
+        ...
+
+
+def first_player_result(state: State) -> float:
+    """Final result from the first player's view (+1, 0, -1)."""
+    if state.outcome is None:
+        raise ValueError("the game is not over")
+    return state.outcome if state.ply % 2 == 0 else -state.outcome
+
+
+def random_line(game: Game, plies: int, rng: np.random.Generator) -> tuple[State, list[int]]:
+    """Up to ``plies`` uniformly random legal moves from the start, stopping
+    before a move that would end the game: the position and the moves."""
+    state, moves = game.initial_state(), []
+    for _ in range(plies):
+        legal = np.flatnonzero(game.legal_mask(state))
+        a = int(legal[rng.integers(len(legal))])
+        nxt = game.apply(state, a)
+        if nxt.outcome is not None:
+            break
+        state, moves = nxt, moves + [a]
+    return state, moves

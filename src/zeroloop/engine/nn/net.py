@@ -1,0 +1,79 @@
+"""The policy-value network: a small AlphaZero-style ResNet (plain nn.Module).
+
+Input ``x``: ``[B, 4, H, W]`` planes from the side to move (see
+:mod:`zeroloop.engine.games.base`). Output: policy logits ``[B, A]`` and value
+``[B]`` in (-1, 1) from the side to move.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from zeroloop.engine.config import Annotated, at, check_fields
+from zeroloop.engine.games.base import NUM_PLANES, Game
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetConfig:
+    """Network shape (params.yaml ``net``).
+
+    blocks: residual blocks of two 3x3 convolutions (AlphaZero: 19-20).
+    channels: filters per convolution (AlphaZero: 256; a 6x7 board learns
+        well with far less).
+    value_hidden: units of the value head's hidden layer (AlphaZero: 256).
+    """
+
+    blocks: Annotated[int, at.Interval(ge=1, le=40)] = 5
+    channels: Annotated[int, at.Interval(ge=4, le=512)] = 64
+    value_hidden: Annotated[int, at.Interval(ge=1, le=1024)] = 64
+
+    def __post_init__(self) -> None:
+        check_fields(self, "net")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class ResidualBlock(nn.Module):
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(channels)
+        self.conv2 = nn.Conv2d(channels, channels, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(channels)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(x + y)
+
+
+class PolicyValueNet(nn.Module):
+    """Stem conv -> ``blocks`` residual blocks -> policy and value heads."""
+
+    def __init__(self, rows: int, cols: int, num_actions: int, config: NetConfig) -> None:
+        super().__init__()
+        self.rows, self.cols, self.num_actions, self.config = rows, cols, num_actions, config
+        c = config.channels
+        self.stem = nn.Sequential(
+            nn.Conv2d(NUM_PLANES, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
+        self.trunk = nn.Sequential(*[ResidualBlock(c) for _ in range(config.blocks)])
+        self.policy_conv = nn.Sequential(nn.Conv2d(c, 2, 1, bias=False), nn.BatchNorm2d(2), nn.ReLU())
+        self.policy_fc = nn.Linear(2 * rows * cols, num_actions)
+        self.value_conv = nn.Sequential(nn.Conv2d(c, 1, 1, bias=False), nn.BatchNorm2d(1), nn.ReLU())
+        self.value_fc = nn.Sequential(
+            nn.Linear(rows * cols, config.value_hidden), nn.ReLU(), nn.Linear(config.value_hidden, 1))
+
+    @classmethod
+    def for_game(cls, game: Game, config: NetConfig) -> PolicyValueNet:
+        return cls(game.rows, game.cols, game.num_actions, config)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.trunk(self.stem(x))  # [B, C, H, W]
+        logits = self.policy_fc(self.policy_conv(h).flatten(1))  # [B, A]
+        value = torch.tanh(self.value_fc(self.value_conv(h).flatten(1))).squeeze(1)  # [B]
+        return logits, value

@@ -1,0 +1,43 @@
+"""Search settings, declared once (params.yaml ``mcts`` maps onto them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from zeroloop.engine.config import Annotated, at, check_fields
+
+
+@dataclass(frozen=True, kw_only=True)
+class SearchConfig:
+    """Search settings. Defaults follow AlphaZero where it gave a value.
+
+    simulations: network evaluations per move (AlphaZero: 800).
+    c_puct: exploration constant; ``c_init`` of the schedule when c_base is set
+        (AlphaZero: c_init 1.25, c_base 19652).
+    c_base: enables the visit-dependent schedule when set (None: constant c_puct).
+    dirichlet_alpha, dirichlet_epsilon: root noise, used by self-play only
+        (AlphaZero: alpha 0.3 chess, 0.03 Go, about 10 / typical number of
+        legal moves; epsilon 0.25).
+    leaves_per_game: leaves gathered per game and step, with virtual loss.
+    virtual_loss: visits (counted as losses) put on a path while it is pending
+        (only with leaves_per_game > 1).
+    fpu: value, in [-1, 1] from the side to move, assumed for unvisited moves;
+        0 reads as "a draw" (the pseudocode's 0 is a loss: its values are in [0, 1]).
+    rollout_mix: lambda in V = (1 - lambda) v + lambda z, z from one random
+        rollout at the leaf (AlphaGo used 0.5; 0 disables rollouts).
+    reuse_tree: keep the subtree of the played move for the next search.
+    """
+
+    simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 100
+    c_puct: Annotated[float, at.Interval(gt=0, le=100)] = 1.25
+    c_base: Annotated[float, at.Interval(gt=0, le=1e9)] | None = None
+    dirichlet_alpha: Annotated[float, at.Interval(gt=0, le=100)] = 1.0
+    dirichlet_epsilon: Annotated[float, at.Interval(ge=0, le=1)] = 0.25
+    leaves_per_game: Annotated[int, at.Interval(ge=1, le=64)] = 1
+    virtual_loss: Annotated[float, at.Interval(ge=0, le=100)] = 1.0
+    fpu: Annotated[float, at.Interval(ge=-1, le=1)] = 0.0
+    rollout_mix: Annotated[float, at.Interval(ge=0, le=1)] = 0.0
+    reuse_tree: bool = True
+
+    def __post_init__(self) -> None:
+        check_fields(self, "mcts")

@@ -1,0 +1,54 @@
+"""Pure UCT with random rollouts: the classic baseline (no network).
+
+UCB1 picks ``argmax  Q + c * sqrt(ln N_parent / N_child)``; every iteration
+expands one node and finishes the game with uniformly random moves.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from zeroloop.engine.games.base import Game, State
+from zeroloop.engine.search.rollout import random_rollout
+
+
+class _Node:
+    __slots__ = ("state", "children", "untried", "n", "w")
+
+    def __init__(self, state: State, game: Game) -> None:
+        self.state = state
+        self.children: dict[int, _Node] = {}
+        self.untried = [int(a) for a in np.flatnonzero(game.legal_mask(state))]
+        self.n = 0
+        self.w = 0.0  # summed results for the player who moved INTO this node
+
+
+def uct_search(game: Game, state: State, playouts: int, c: float,
+               rng: np.random.Generator) -> dict[int, int]:
+    """Run ``playouts`` UCT iterations from ``state``; returns visits per move."""
+    if state.outcome is not None:
+        raise ValueError("cannot search a finished game")
+    root = _Node(state, game)
+    for _ in range(playouts):
+        node, path = root, [root]
+        while not node.untried and node.children:
+            log_n = math.log(node.n)
+            node = max(node.children.values(),
+                       key=lambda ch: ch.w / ch.n + c * math.sqrt(log_n / ch.n))
+            path.append(node)
+        if node.untried:
+            a = node.untried.pop(int(rng.integers(len(node.untried))))
+            child = _Node(game.apply(node.state, a), game)
+            node.children[a] = child
+            node = child
+            path.append(node)
+        s = node.state
+        # result for the side to move at `node`
+        z = s.outcome if s.outcome is not None else random_rollout(game, s, rng)
+        for n in reversed(path):
+            n.n += 1
+            n.w += -z  # the mover into n is n's opponent
+            z = -z
+    return {a: ch.n for a, ch in root.children.items()}

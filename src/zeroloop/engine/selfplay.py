@@ -1,0 +1,145 @@
+"""Self-play: many games advance together through one batched search."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from zeroloop.engine.games import Game, first_player_result
+from zeroloop.engine.games.base import NUM_PLANES
+from zeroloop.engine.search import (
+    BatchedMCTS,
+    Evaluator,
+    MoveSchedule,
+    SearchConfig,
+    SearchStats,
+    choose_move,
+)
+
+
+@dataclass
+class GameRecord:
+    """One finished game.
+
+    actions: ``[T]`` moves played. policies: ``[T, A]`` float32 visit
+    distributions (the training targets). values: ``[T]`` root values from the
+    side to move. result: +1/0/-1 from the first player's view.
+    """
+
+    actions: list[int]
+    policies: np.ndarray
+    values: np.ndarray
+    result: float
+
+
+@dataclass
+class _Running:
+    actions: list[int] = field(default_factory=list)
+    policies: list[np.ndarray] = field(default_factory=list)
+    values: list[float] = field(default_factory=list)
+
+
+def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig,
+                        schedule: MoveSchedule, num_games: int, *,
+                        rng: np.random.Generator, parallel_games: int = 64,
+                        on_game: Callable[[GameRecord], None] | None = None,
+                        stats: SearchStats | None = None) -> list[GameRecord]:
+    """Play ``num_games`` games of the evaluator against itself.
+
+    ``parallel_games`` games share each search step (one evaluator call for
+    all their leaves); a finished game's slot starts the next game at once so
+    batches stay full. Root noise is on; moves follow ``schedule``. The same
+    ``rng`` state and a deterministic evaluator give the same games.
+    """
+    if num_games < 1:
+        return []
+    slots = min(parallel_games, num_games)
+    mcts = BatchedMCTS(game, evaluator, config, slots, rng=rng)
+    running: dict[int, _Running] = {}
+    done: list[GameRecord] = []
+    started = 0
+    for slot in range(slots):
+        mcts.set_root(slot, game.initial_state())
+        running[slot] = _Running()
+        started += 1
+    while running:
+        order = sorted(running)
+        res = mcts.search(order, add_noise=True)
+        for j, slot in enumerate(order):
+            rec = running[slot]
+            state = mcts.root_state(slot)
+            visits = res.visits[j]
+            action = choose_move(visits, schedule.temperature_at(state.ply), rng)
+            rec.actions.append(action)
+            rec.policies.append((visits / visits.sum()).astype(np.float32))
+            rec.values.append(float(res.value[j]))
+            new = mcts.advance(slot, action)
+            if new.outcome is None:
+                continue
+            record = GameRecord(rec.actions, np.stack(rec.policies),
+                                np.asarray(rec.values, np.float32), first_player_result(new))
+            done.append(record)
+            if on_game is not None:
+                on_game(record)
+            del running[slot]
+            if started < num_games:
+                mcts.set_root(slot, game.initial_state())
+                running[slot] = _Running()
+                started += 1
+    if stats is not None:
+        stats.merge(mcts.stats)
+    return done
+
+
+def records_to_arrays(game: Game, records: list[GameRecord]) -> dict[str, np.ndarray]:
+    """Games as compact training arrays, one row per position (``N`` in all).
+
+    planes: ``[N, ceil(4*H*W/8)]`` uint8, the binary input planes bit-packed.
+    policy: ``[N, A]`` float16 visit distributions. z: ``[N]`` int8 final
+    result from the side to move. value: ``[N]`` float16 root values.
+    actions: ``[N]`` int16 moves played. lengths / results: ``[G]`` per game
+    (results from the first player's view).
+    """
+    planes, z = [], []
+    for r in records:
+        state, states = game.initial_state(), []
+        for a in r.actions:
+            states.append(state)
+            state = game.apply(state, a)
+        x = game.encode(states)  # [T, 4, H, W], all 0/1
+        planes.append(np.packbits(x.reshape(len(states), -1).astype(np.uint8), axis=1))
+        z.extend(r.result if s.first_to_move else -r.result for s in states)
+    A = game.num_actions
+    return {
+        "planes": np.concatenate(planes) if planes else np.zeros((0, 0), np.uint8),
+        "policy": (np.concatenate([r.policies for r in records]) if records
+                   else np.zeros((0, A), np.float32)).astype(np.float16),
+        "z": np.asarray(z, np.int8),
+        "value": (np.concatenate([r.values for r in records]) if records
+                  else np.zeros(0, np.float32)).astype(np.float16),
+        "actions": np.asarray([a for r in records for a in r.actions], np.int16),
+        "lengths": np.asarray([len(r.actions) for r in records], np.int32),
+        "results": np.asarray([r.result for r in records], np.int8),
+    }
+
+
+def unpack_planes(packed: np.ndarray, game: Game) -> np.ndarray:
+    """Inverse of the packing in :func:`records_to_arrays`: ``[N, 4, H, W]`` float32."""
+    n = packed.shape[0]
+    size = NUM_PLANES * game.rows * game.cols
+    bits = np.unpackbits(packed, axis=1, count=size) if n else np.zeros((0, size), np.uint8)
+    return bits.reshape(n, NUM_PLANES, game.rows, game.cols).astype(np.float32)
+
+
+def arrays_to_records(arrays: dict[str, np.ndarray]) -> list[GameRecord]:
+    """The games stored in a shard (policies and values as stored)."""
+    out, start = [], 0
+    for length, result in zip(arrays["lengths"].tolist(), arrays["results"].tolist()):
+        end = start + length
+        out.append(GameRecord(arrays["actions"][start:end].tolist(),
+                              arrays["policy"][start:end].astype(np.float32),
+                              arrays["value"][start:end].astype(np.float32), float(result)))
+        start = end
+    return out

@@ -1,6 +1,0 @@
-"""The policy-value network and its inference."""
-
-from zeroloop.nn.inference import NetworkEvaluator, resolve_device, uniform_evaluator
-from zeroloop.nn.net import NetConfig, PolicyValueNet
-
-__all__ = ["NetConfig", "NetworkEvaluator", "PolicyValueNet", "resolve_device", "uniform_evaluator"]

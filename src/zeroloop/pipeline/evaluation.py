@@ -1,0 +1,95 @@
+"""Measuring a generation: solver-labelled test positions, the move error of
+the raw policy and of the search, and matches against fixed baselines."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from zeroloop.engine.perfect import perfect_scorer
+from zeroloop.engine.positions import PositionSet, make_position_set, move_errors
+from zeroloop.pipeline.generation import model_player
+from zeroloop.pipeline.layout import Layout, derive_seed
+from zeroloop.pipeline.matches import PlayerSpec, play_match
+from zeroloop.pipeline.params import Params
+from zeroloop.pipeline.storage import load_model, read_json, write_json
+
+
+def positions_step(p: Params, layout: Layout) -> PositionSet:
+    """Test positions labelled by a perfect player (tic-tac-toe always,
+    Connect Four with the ``solver`` extra); an empty set, with a note saying
+    why, where none exists or ``evaluate.solver_positions`` is 0."""
+    game = p.make_game()
+    scorer = perfect_scorer(game)
+    if scorer is None or p.evaluate.solver_positions == 0:
+        why = "disabled" if scorer is not None else f"no perfect player for {game.name} here"
+        empty = PositionSet(game.name, [], np.zeros((0, game.num_actions), np.int8))
+        write_json(layout.positions, dict(empty.to_json(), note=why))
+        return empty
+    rng = np.random.default_rng(derive_seed(p.seed, "positions"))
+    ps = make_position_set(game, p.evaluate.solver_positions, rng, scorer)
+    write_json(layout.positions, ps.to_json())
+    return ps
+
+
+def baselines(p: Params, has_perfect: bool) -> list[PlayerSpec]:
+    """Random play, rollout UCT, and (tic-tac-toe) the perfect player."""
+    e = p.evaluate
+    out = [PlayerSpec("random", "random"), PlayerSpec("uct", f"uct{e.uct_playouts}", playouts=e.uct_playouts)]
+    if has_perfect and e.perfect_games and p.game == "tictactoe":
+        out.append(PlayerSpec("perfect", "perfect"))  # Connect Four: error rate only (solving is slow)
+    return out
+
+
+def solver_errors(p: Params, path: str, positions: PositionSet) -> dict:
+    """Error rates of the raw policy (most likely legal move) and of the search
+    at ``evaluate.simulations`` (no noise)."""
+    from zeroloop.engine.nn import NetworkEvaluator
+    from zeroloop.engine.search import BatchedMCTS
+
+    game = p.make_game()
+    net, _, _ = load_model(path, game)
+    ev = NetworkEvaluator(game, net, p.runtime.device)
+    states = positions.states(game)
+    priors, _ = ev(states)
+    legal = np.stack([game.legal_mask(s) for s in states])
+    policy_moves = np.where(legal, priors, -1).argmax(axis=1)
+    mcts = BatchedMCTS(game, ev, p.match_search(p.evaluate), len(states), rng=np.random.default_rng(0))
+    for i, s in enumerate(states):
+        mcts.set_root(i, s)
+    visits = mcts.search(list(range(len(states))), add_noise=False).visits
+    search_moves = np.where(legal, visits, -1).argmax(axis=1)
+    pol, srch = move_errors(positions, policy_moves), move_errors(positions, search_moves)
+    return {"positions": pol.positions, "policy_error_rate": round(pol.rate, 4),
+            "search_error_rate": round(srch.rate, 4)}
+
+
+def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True) -> dict:
+    """Generation ``gen``'s best model against the baselines, and its move
+    error on the test positions; written to the generation's ``eval.json``."""
+    game = p.make_game()
+    best = layout.model(gen)
+    _, _, meta = load_model(best, game)
+    origin = meta.get("origin", gen)
+    e = p.evaluate
+    me = model_player(p, str(best), f"gen{origin}", e)
+    result: dict = {"generation": gen, "model": f"gen{origin}"}
+    t0 = time.perf_counter()
+    positions = PositionSet.from_json(read_json(layout.positions))
+    has_perfect = len(positions.moves) > 0 or perfect_scorer(game) is not None
+    for k, opp in enumerate(baselines(p, has_perfect)):
+        m = play_match(game, me, opp, games=e.games, opening_plies=e.opening_plies,
+                       seed=derive_seed(p.seed, "evaluate", gen) + k, workers=p.runtime.workers or None,
+                       desc=f"evaluate@{gen} vs {opp.name}", progress=progress)
+        s = m.score
+        lo, hi = s.interval(0.95)
+        key = "uct" if opp.kind == "uct" else opp.name
+        result[f"vs_{key}"] = {"opponent": opp.name, "score": round(s.score, 4), "ci95_low": round(lo, 4),
+                               "ci95_high": round(hi, 4), "wins": s.wins, "draws": s.draws,
+                               "losses": s.losses}
+    if positions.moves:
+        result["solver"] = solver_errors(p, str(best), positions)
+    result["wall_s"] = round(time.perf_counter() - t0, 1)
+    write_json(layout.report(gen, "eval"), result)
+    return result

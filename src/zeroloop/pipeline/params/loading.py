@@ -1,0 +1,81 @@
+"""Reading params.yaml: YAML, validation and one-line error messages.
+
+Every section forbids unknown keys, so a typo such as ``mcts.cpuct`` stops a
+stage with one line naming the key and the keys that are allowed; a bad value
+names the key, the value and the allowed range. :func:`load_params` is the
+only way stages read params.yaml.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from zeroloop.pipeline.params.schema import Params
+
+
+class ParamsError(ValueError):
+    """params.yaml is missing, unreadable or invalid; the message is one line."""
+
+
+def _describe(err: dict, source: str) -> str:
+    """One line for one pydantic error: key, value and what is allowed."""
+    loc = [str(p) for p in err["loc"]]
+    key = ".".join(loc)
+    if err["type"] == "extra_forbidden":
+        model: type[BaseModel] = Params
+        for part in loc[:-1]:
+            field = model.model_fields.get(part)
+            if field is None or not (isinstance(field.annotation, type)
+                                     and issubclass(field.annotation, BaseModel)):
+                model = None
+                break
+            model = field.annotation
+        allowed = f" (allowed: {', '.join(model.model_fields)})" if model else ""
+        return f"{source}: unknown key {key!r}{allowed}"
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] in ("missing",):
+        return f"{source}: {key}: required key is missing"
+    value = err.get("input")
+    shown = "" if isinstance(value, dict) else f" (got {value!r})"
+    return f"{source}: {key}: {msg}{shown}" if key else f"{source}: {msg}"
+
+
+def parse_params(data: Any, source: str = "params.yaml") -> Params:
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ParamsError(f"{source}: expected a mapping of sections, got {type(data).__name__}")
+    gens = data.get("generations")
+    if isinstance(gens, dict):
+        for k in gens:
+            # DVC's foreach silently drops non-string keys, which would leave no stages at all
+            if not isinstance(k, str) or not k.isdigit():
+                raise ParamsError(f"{source}: generations: key {k!r} must be a quoted number, "
+                                  f"e.g. \"{k}\": {{prev: ...}}")
+    try:
+        return Params.model_validate(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+        lines = [_describe(e, source) for e in errors[:3]]
+        more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
+        raise ParamsError("; ".join(lines) + more) from None
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """Read and validate params.yaml; raises :class:`ParamsError` (one line)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ParamsError(f"{path}: no such file (run from the repository root)") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ParamsError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    return parse_params(data, str(path))

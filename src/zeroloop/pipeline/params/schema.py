@@ -1,0 +1,279 @@
+"""params.yaml's schema, derived from the library configs.
+
+Each section that configures library code is built from that code's config
+dataclass by :func:`config_section`: the same keys, defaults and bounds (the
+dataclass annotations), so a knob is declared once, in the library, and every
+knob the library has is reachable and validated here. ``section.config()``
+gives the library object: the one seam from params.yaml to the code.
+
+| section    | library config                                  |
+|------------|-------------------------------------------------|
+| ``net``    | :class:`zeroloop.engine.nn.NetConfig`           |
+| ``mcts``   | :class:`zeroloop.engine.search.SearchConfig`    |
+| ``selfplay`` | :class:`zeroloop.pipeline.selfplay.SelfplayConfig` |
+| ``train``  | :class:`zeroloop.pipeline.training.config.TrainConfig` |
+| ``gate``, ``evaluate`` | :class:`zeroloop.pipeline.matches.MatchConfig` plus their own keys |
+| ``gate.sprt`` | :class:`zeroloop.engine.rating.SPRT` plus ``enabled`` |
+
+The other sections belong to the pipeline alone: ``generations`` (the unrolled
+chain ``{g: {prev: g - 1}}``), ``tune`` (``zeroloop tune``), ``runtime``
+(device and workers: they do not change results, so no stage lists them as a
+DVC dependency) and ``mlflow``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import replace
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+
+from zeroloop.engine.config import Annotated, at, config_fields
+from zeroloop.engine.games import GAME_NAMES, Game, make_game
+from zeroloop.engine.nn import NetConfig
+from zeroloop.engine.rating import SPRT
+from zeroloop.engine.search import SearchConfig
+from zeroloop.pipeline.matches import MatchConfig, even_games
+from zeroloop.pipeline.selfplay import SelfplayConfig
+from zeroloop.pipeline.training.config import TrainConfig
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ConfigSection(_Section):
+    """A section derived from a library config (see :func:`config_section`)."""
+
+    library_config: ClassVar[type]
+
+    def config(self) -> Any:
+        """The library config these keys describe."""
+        cls = self.library_config
+        return cls(**{k: getattr(self, k) for k in config_fields(cls)})
+
+    @model_validator(mode="after")
+    def _library_checks(self) -> ConfigSection:
+        self.config()  # checks that span fields live in the config's __post_init__
+        return self
+
+
+def config_section(cls: type, name: str, *, leading: dict | None = None, validators: dict | None = None,
+                   **extra: Any) -> type[ConfigSection]:
+    """A pydantic section with ``cls``'s fields (annotations, bounds, defaults),
+    after the ``leading`` and before the ``extra`` pipeline-only fields
+    (``name=(annotation, default)``)."""
+    fields = {**(leading or {}), **config_fields(cls), **extra}
+    model = create_model(name, __base__=ConfigSection, __doc__=cls.__doc__, __validators__=validators or {},
+                         **fields)
+    model.library_config = cls
+    return model
+
+
+def _even_validator():
+    return {"_even": field_validator("games")(classmethod(lambda cls, v: _even(v)))}
+
+
+def _even(v: int) -> int:
+    try:
+        return even_games(v)
+    except ValueError:
+        raise ValueError("must be even (games are colour-balanced pairs)") from None
+
+
+NetParams = config_section(NetConfig, "NetParams")
+MCTSParams = config_section(SearchConfig, "MCTSParams")
+SelfplayParams = config_section(SelfplayConfig, "SelfplayParams")
+TrainParams = config_section(TrainConfig, "TrainParams")
+SPRTParams = config_section(SPRT, "SPRTParams", leading={"enabled": (bool, False)})
+GateParams = config_section(
+    MatchConfig, "GateParams", validators=_even_validator(),
+    threshold=(Annotated[float, at.Interval(gt=0, le=1)], 0.55),
+    sprt=(SPRTParams, SPRTParams()))
+EvaluateParams = config_section(
+    MatchConfig, "EvaluateParams", validators=_even_validator(),
+    uct_playouts=(Annotated[int, at.Interval(ge=1, le=1_000_000)], 400),
+    perfect_games=(bool, True),
+    solver_positions=(Annotated[int, at.Interval(ge=0, le=100_000)], 200))
+
+
+class FloatRange(_Section):
+    low: float
+    high: float
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _ordered(self) -> FloatRange:
+        if not self.low < self.high or (self.log and self.low <= 0):
+            raise ValueError(f"needs low < high (and low > 0 with log), got {self.low}..{self.high}")
+        return self
+
+
+class IntRange(_Section):
+    low: int = Field(ge=0)
+    high: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> IntRange:
+        if not self.low < self.high:
+            raise ValueError(f"needs low < high, got {self.low}..{self.high}")
+        return self
+
+
+class TuneParams(_Section):
+    """Optuna search space and trial budget for ``zeroloop tune`` (not a DVC dependency)."""
+
+    c_puct: FloatRange = FloatRange(low=0.5, high=4.0, log=True)
+    temperature: FloatRange = FloatRange(low=0.0, high=1.5)
+    temperature_moves: IntRange = IntRange(low=0, high=12)
+    dirichlet_alpha: FloatRange | None = Field(
+        None, description="selfplay objective: also tune the root noise ({low: 0.1, high: 1, log: true})")
+    dirichlet_epsilon: FloatRange | None = Field(
+        None, description="selfplay objective: also tune the noise weight")
+    games: int = Field(60, ge=2, description="games per trial, colour-balanced pairs")
+    rounds: int = Field(5, ge=1, le=100, description="intermediate reports per trial (for pruning)")
+    simulations: int = Field(100, ge=1, le=100_000)
+    opening_plies: int = Field(2, ge=0, le=20)
+    metric: Literal["match", "solver"] = Field(
+        "match", description="match: score against the reference; solver: 1 - move error rate "
+                             "against perfect play (tic-tac-toe; Connect Four with the solver extra)")
+    solver_positions: int = Field(200, ge=2, le=100_000, description="positions for metric: solver")
+    reference: Literal["uct", "random", "greedy"] = "uct"
+    reference_playouts: int = Field(1000, ge=1)
+    pruner: Literal["wilcoxon", "median", "none"] = "median"
+    selfplay_generations: int = Field(2, ge=1, le=100,
+                                      description="selfplay objective: generations per trial")
+    selfplay_games: int = Field(100, ge=1, description="selfplay objective: games per generation")
+    confirm_games: int = Field(200, ge=0, description="search objective: replay best and default settings on "
+                                                      "fresh openings (0: skip)")
+
+    @field_validator("games")
+    @classmethod
+    def _even(cls, v: int) -> int:
+        return _even(v)
+
+    @field_validator("confirm_games")
+    @classmethod
+    def _even_or_zero(cls, v: int) -> int:
+        return v and _even(v)
+
+    @field_validator("dirichlet_epsilon")
+    @classmethod
+    def _weight(cls, v: FloatRange | None) -> FloatRange | None:
+        if v is not None and not 0 <= v.low < v.high <= 1:
+            raise ValueError(f"needs 0 <= low < high <= 1, got {v.low}..{v.high}")
+        return v
+
+
+class GenerationParams(_Section):
+    prev: int = Field(ge=0)
+
+
+class RuntimeParams(_Section):
+    device: str = "auto"
+    workers: int = Field(0, ge=0, le=1024, description="0: one per core")
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        if v != "auto" and v != "cpu" and not v.startswith("cuda"):
+            raise ValueError(f"must be auto, cpu or cuda[:N], got {v!r}")
+        return v
+
+
+class MLflowParams(_Section):
+    experiment: str = Field("zeroloop", min_length=1)
+    model_name: str = Field("", description="registered model name; empty: zeroloop-<game>")
+
+
+class Params(_Section):
+    game: str = "connect4"
+    seed: int = Field(0, ge=0, le=2**32 - 1)
+    net: NetParams = NetParams()
+    mcts: MCTSParams = MCTSParams()
+    selfplay: SelfplayParams = SelfplayParams()
+    train: TrainParams = TrainParams()
+    gate: GateParams = GateParams()
+    evaluate: EvaluateParams = EvaluateParams()
+    generations: dict[int, GenerationParams] = Field(default_factory=lambda: {1: GenerationParams(prev=0)})
+    """Keys are quoted in params.yaml ("1": {prev: 0}); parse_params insists."""
+    runtime: RuntimeParams = RuntimeParams()
+    mlflow: MLflowParams = MLflowParams()
+    tune: TuneParams = TuneParams()
+
+    @field_validator("game")
+    @classmethod
+    def _game(cls, v: str) -> str:
+        try:
+            return make_game(v).name
+        except ValueError:
+            raise ValueError(f"unknown game; allowed: {', '.join(GAME_NAMES)}") from None
+
+    @field_validator("generations")
+    @classmethod
+    def _chain(cls, v: dict[int, GenerationParams]) -> dict[int, GenerationParams]:
+        if not v:
+            raise ValueError("needs at least one generation, e.g. {1: {prev: 0}}")
+        for g in sorted(v):
+            if g < 1:
+                raise ValueError(f"generation {g}: numbers start at 1 (0 is the random initial net)")
+            if v[g].prev != g - 1:
+                raise ValueError(f"generation {g}: prev must be {g - 1}, got {v[g].prev}")
+            if g > 1 and g - 1 not in v:
+                raise ValueError(f"generation {g - 1} is missing before generation {g}")
+        return v
+
+    def make_game(self) -> Game:
+        return make_game(self.game)
+
+    def match_search(self, match: GateParams | EvaluateParams) -> SearchConfig:
+        """A network player's search in a gate or evaluation match: ``mcts``'s
+        settings at the match's simulations (matches never add root noise)."""
+        return replace(self.mcts.config(), simulations=match.simulations)
+
+    def sprt(self) -> SPRT | None:
+        """The gate's sequential test, or None when it is off."""
+        return self.gate.sprt.config() if self.gate.sprt.enabled else None
+
+    @property
+    def last_generation(self) -> int:
+        return max(self.generations)
+
+    def registered_model_name(self) -> str:
+        return self.mlflow.model_name or f"zeroloop-{self.game}"
+
+    def fingerprint(self, *sections: str) -> str:
+        """A short stable hash of the named sections (all result-relevant ones
+        when none are named): identifies what produced a file or a run."""
+        names = sections or ("game", "seed", "net", "mcts", "selfplay", "train", "gate", "evaluate")
+        data = {k: _plain(getattr(self, k)) for k in names}
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+    def to_yaml_data(self) -> dict[str, Any]:
+        """Every key with its value, as params.yaml holds them (DVC needs each
+        key a stage lists to be present in the file, defaults included)."""
+        data = self.model_dump()
+        data["generations"] = {str(g): v for g, v in data["generations"].items()}
+        return data
+
+    def flat(self) -> dict[str, Any]:
+        """``section.key -> value`` for logging as run parameters."""
+        out: dict[str, Any] = {}
+        for key, value in self.model_dump(exclude={"generations", "tune"}).items():
+            _flatten(key, value, out)
+        out["generations"] = len(self.generations)
+        return out
+
+
+def _plain(v: Any) -> Any:
+    return v.model_dump() if isinstance(v, BaseModel) else v
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            _flatten(f"{prefix}.{k}", v, out)
+    else:
+        out[prefix] = value

@@ -1,0 +1,47 @@
+"""``python -m zeroloop.pipeline.stages STAGE [--gen G --prev P]``: what dvc.yaml runs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+STAGES = ("init", "positions", "selfplay", "train", "gate", "evaluate", "report")
+PER_GENERATION = ("selfplay", "train", "gate", "evaluate")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m zeroloop.pipeline.stages",
+                                 description="Run one pipeline stage (dvc.yaml calls these).")
+    ap.add_argument("stage", choices=STAGES)
+    ap.add_argument("--gen", type=int, help="generation (per-generation stages)")
+    ap.add_argument("--prev", type=int, help="the previous generation")
+    ap.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
+    args = ap.parse_args(argv)
+    if args.stage in PER_GENERATION and args.gen is None:
+        ap.error(f"{args.stage} needs --gen")
+    if args.stage in ("selfplay", "train", "gate") and args.prev is None:
+        ap.error(f"{args.stage} needs --prev")
+
+    import importlib
+
+    from zeroloop.pipeline.stages.common import run_stage
+
+    module = importlib.import_module(f"zeroloop.pipeline.stages.{args.stage}")
+
+    def body(params):
+        if args.gen is not None and args.gen not in params.generations:
+            raise ValueError(f"generation {args.gen} is not in {args.params} (generations: "
+                             f"{', '.join(map(str, sorted(params.generations)))})")
+        if args.stage in ("selfplay", "train", "gate"):
+            module.run(params, args.gen, args.prev)
+        elif args.stage == "evaluate":
+            module.run(params, args.gen)
+        else:
+            module.run(params)
+
+    name = f"{args.stage}@{args.gen}" if args.gen is not None else args.stage
+    return run_stage(name, body, args.params)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,40 @@
+"""What every stage shares: the repository layout, params loading, quiet logs
+and the error handling that turns bad input into a one-line message and exit 2."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+
+from zeroloop.pipeline.layout import Layout
+from zeroloop.pipeline.params import Params, ParamsError, load_params
+from zeroloop.pipeline.process import setup_process
+from zeroloop.pipeline.storage import DamagedFileError
+
+PARAMS_FILE = "params.yaml"
+
+#: The repository's layout: paths relative to the working directory, as dvc.yaml names them.
+LAYOUT = Layout()
+
+
+def say(stage: str, text: str) -> None:
+    print(f"[{stage}] {text}", file=sys.stderr, flush=True)
+
+
+def run_stage(name: str, body: Callable[[Params], None], params_file: str = PARAMS_FILE) -> int:
+    """Load params, run the stage body, map expected failures to exit 2."""
+    setup_process()
+    try:
+        params = load_params(params_file)
+        body(params)
+    except (ParamsError, DamagedFileError, FileNotFoundError, ValueError) as exc:
+        if os.environ.get("ZEROLOOP_DEBUG"):
+            raise
+        print(f"zeroloop {name}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"zeroloop {name}: interrupted; rerun `dvc repro` to finish (finished work is kept)",
+              file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,21 @@
+"""gate@g: the candidate against the best model; it becomes the best only when
+it scores at least ``gate.threshold`` (wins + half the draws)."""
+
+from __future__ import annotations
+
+from zeroloop.pipeline.generation import gate_step
+from zeroloop.pipeline.params import Params
+from zeroloop.pipeline.stages.common import LAYOUT, say
+from zeroloop.pipeline.tracking import Tracker
+
+
+def run(p: Params, gen: int, prev: int) -> None:
+    result, _ = gate_step(p, LAYOUT, gen, prev)
+    with Tracker.open(p) as tr:
+        tr.log_generation(gen, {f"gate/{k}": v for k, v in result.items()
+                                if isinstance(v, int | float) and k != "generation"})
+        tr.log_summary({"gate_score": result["score"], "gate_accepted": result["accepted"]}, step=gen)
+    verdict = "accepted: new best" if result["accepted"] else f"rejected: {result['opponent']} stays best"
+    say(f"gate@{gen}", f"candidate scored {result['score']:.1%} [{result['ci95_low']:.1%}, "
+                       f"{result['ci95_high']:.1%}] in {result['games']} games (+{result['wins']} "
+                       f"={result['draws']} -{result['losses']}); {verdict}")

@@ -1,0 +1,18 @@
+"""selfplay@g: games of the current best model against itself, as shards in data/gen_g/."""
+
+from __future__ import annotations
+
+from zeroloop.pipeline.generation import selfplay_step
+from zeroloop.pipeline.params import Params
+from zeroloop.pipeline.stages.common import LAYOUT, say
+from zeroloop.pipeline.tracking import Tracker
+
+
+def run(p: Params, gen: int, prev: int) -> None:
+    summary, samples = selfplay_step(p, LAYOUT, gen, prev)
+    with Tracker.open(p) as tr:
+        tr.log_generation(gen, {f"selfplay/{k}": v for k, v in summary.items()
+                                if k != "generation" and v is not None})
+        tr.log_text(gen, "\n".join(samples) + "\n", f"selfplay_sample_games_gen{gen}.txt")
+    say(f"selfplay@{gen}", f"{summary['games']} games, {summary['positions']} positions, "
+                           f"{summary['wall_s']:.0f}s -> {LAYOUT.data(gen)}")

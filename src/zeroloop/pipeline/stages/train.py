@@ -1,0 +1,21 @@
+"""train@g: a candidate network trained from the previous best on the replay window."""
+
+from __future__ import annotations
+
+from zeroloop.pipeline.generation import train_step
+from zeroloop.pipeline.params import Params
+from zeroloop.pipeline.stages.common import LAYOUT, say
+from zeroloop.pipeline.tracking import Tracker
+
+
+def run(p: Params, gen: int, prev: int) -> None:
+    import torch
+
+    from zeroloop.pipeline.workers import default_workers
+
+    torch.set_num_threads(default_workers())  # the only busy process now
+    with Tracker.open(p) as tr:
+        summary = train_step(p, LAYOUT, gen, prev, logger=tr.lightning_logger(gen))
+        tr.log_generation(gen, {"train/samples": summary["samples"], "train/wall_s": summary["wall_s"]})
+    say(f"train@{gen}", f"{summary['samples']} positions from generations {summary['window']}, "
+                        f"loss {summary.get('train_loss', float('nan')):.3f}, {summary['wall_s']:.0f}s")

@@ -1,0 +1,261 @@
+"""Everything MLflow: the pipeline's parent run, one nested run per generation,
+summary metrics stepped by generation, artifacts and the champion model.
+
+Finding the parent run from separate stage processes: every stage computes
+the *pipeline key*, a hash of the result-relevant params (everything except
+``generations``, ``runtime`` and ``mlflow``), and looks up the run tagged
+``zeroloop.pipeline_key=<key>`` in the experiment, creating it when absent.
+So all stages of one configuration meet in one parent run, appended
+generations join it, and ``dvc exp run -S mcts.c_puct=2.0`` (another key)
+gets a run of its own. Generation runs are found by their parent and the tag
+``zeroloop.generation``.
+
+The store: ``MLFLOW_TRACKING_URI`` when set, else ``sqlite:///<root>/mlflow.db``
+with artifacts in ``<root>/mlartifacts``. ``<root>`` is ``$DVC_ROOT``: DVC
+sets it to the main repository even while ``dvc exp run --temp`` or
+``--queue`` runs the stages in a temporary copy, so experiments land in the
+same store as ``dvc repro``. Outside DVC it is the current directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from zeroloop.pipeline.params import Params
+
+PIPELINE_KEY = "zeroloop.pipeline_key"
+GENERATION = "zeroloop.generation"
+PARENT = "mlflow.parentRunId"
+ALIAS = "champion"
+STUDY_TAG = "zeroloop.study"
+
+
+def repo_root() -> Path:
+    return Path(os.environ.get("DVC_ROOT") or os.getcwd()).resolve()
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+def artifact_location() -> str:
+    return (repo_root() / "mlartifacts").as_uri()
+
+
+class Tracker:
+    """Logging for one pipeline configuration. Use ``with Tracker.open(params) as t``."""
+
+    def __init__(self, params: Params, client, experiment_id: str, parent_id: str) -> None:
+        self.params, self.client = params, client
+        self.experiment_id, self.parent_id = experiment_id, parent_id
+        self._gen_runs: dict[int, str] = {}
+
+    @classmethod
+    def open(cls, params: Params) -> Tracker:
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        from mlflow.tracking import MlflowClient
+
+        logging.getLogger("mlflow").setLevel(logging.ERROR)  # after import: mlflow resets it
+        client = MlflowClient(tracking_uri())
+        name = params.mlflow.experiment
+        exp = client.get_experiment_by_name(name)
+        exp_id = exp.experiment_id if exp else client.create_experiment(
+            name, artifact_location=artifact_location())
+        key = params.fingerprint()
+        found = client.search_runs([exp_id], filter_string=f"tags.`{PIPELINE_KEY}` = '{key}'",
+                                   order_by=["attributes.start_time ASC"], max_results=1)
+        if found:
+            parent = found[0].info.run_id
+        else:
+            exp_name = os.environ.get("DVC_EXP_NAME")
+            tags = {PIPELINE_KEY: key, "zeroloop.game": params.game,
+                    "mlflow.note.content": f"zeroloop pipeline, {params.game}, params key {key}"}
+            if exp_name:
+                tags["dvc.exp_name"] = exp_name
+            if os.environ.get("DVC_EXP_BASELINE_REV"):
+                tags["dvc.baseline_rev"] = os.environ["DVC_EXP_BASELINE_REV"]
+            run = client.create_run(exp_id, run_name=exp_name or f"{params.game}-{key[:8]}", tags=tags)
+            parent = run.info.run_id
+            _log_batch(client, parent, params={k: v for k, v in params.flat().items()})
+        return cls(params, client, exp_id, parent)
+
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for run_id in self._gen_runs.values():
+            self.client.set_terminated(run_id, "FINISHED" if exc[0] is None else "FAILED")
+
+    def generation_run_id(self, gen: int) -> str:
+        if gen not in self._gen_runs:
+            found = self.client.search_runs(
+                [self.experiment_id],
+                filter_string=f"tags.`{PARENT}` = '{self.parent_id}' and tags.`{GENERATION}` = '{gen}'",
+                max_results=1)
+            if found:
+                self._gen_runs[gen] = found[0].info.run_id
+            else:
+                run = self.client.create_run(self.experiment_id, run_name=f"gen-{gen}",
+                                             tags={PARENT: self.parent_id, GENERATION: str(gen),
+                                                   PIPELINE_KEY: self.params.fingerprint()})
+                self._gen_runs[gen] = run.info.run_id
+        return self._gen_runs[gen]
+
+    def log_generation(self, gen: int, metrics: dict[str, float], step: int = 0) -> None:
+        _log_batch(self.client, self.generation_run_id(gen), metrics=metrics, step=step)
+
+    def log_summary(self, metrics: dict[str, float], step: int = 0) -> None:
+        """Metrics on the parent run; ``step`` = generation, so the UI charts them."""
+        _log_batch(self.client, self.parent_id, metrics=metrics, step=step)
+
+    def log_text(self, gen: int | None, text: str, name: str) -> None:
+        run = self.parent_id if gen is None else self.generation_run_id(gen)
+        self.client.log_text(run, text, name)
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None,
+                     gen: int | None = None) -> None:
+        run = self.parent_id if gen is None else self.generation_run_id(gen)
+        self.client.log_artifact(run, str(path), artifact_path)
+
+    def lightning_logger(self, gen: int):
+        """Lightning's MLFlowLogger writing into the generation's run."""
+        from lightning.pytorch.loggers import MLFlowLogger
+
+        return MLFlowLogger(tracking_uri=tracking_uri(), run_id=self.generation_run_id(gen))
+
+    def register_champion(self, model_file: str | Path, card: dict[str, Any]) -> str:
+        """Log the champion model file (with a JSON card) on the parent run and
+        register it as a new version of the model with the alias ``champion``.
+        Returns the version."""
+        from mlflow.exceptions import MlflowException
+
+        self.client.log_artifact(self.parent_id, str(model_file), "champion")
+        self.client.log_dict(self.parent_id, card, "champion/card.json")
+        name = self.params.registered_model_name()
+        try:
+            self.client.create_registered_model(
+                name, description=f"zeroloop {self.params.game} champion: a zeroloop model file "
+                                  "(load with zeroloop.pipeline.storage.load_model)")
+        except MlflowException:
+            pass  # already registered
+        mv = self.client.create_model_version(name, source=f"runs:/{self.parent_id}/champion",
+                                              run_id=self.parent_id,
+                                              tags={PIPELINE_KEY: self.params.fingerprint()})
+        self.client.set_registered_model_alias(name, ALIAS, mv.version)
+        return str(mv.version)
+
+    def finish(self) -> None:
+        self.client.set_terminated(self.parent_id, "FINISHED")
+
+
+def _log_batch(client, run_id: str, *, metrics: dict[str, float] | None = None,
+               params: dict[str, Any] | None = None, step: int = 0) -> None:
+    from mlflow.entities import Metric, Param
+
+    now = int(time.time() * 1000)
+    ms = [Metric(k, float(v), now, step) for k, v in (metrics or {}).items() if v is not None]
+    ps = [Param(k, str(v)) for k, v in (params or {}).items()]
+    for i in range(0, max(len(ms), len(ps)), 500):  # MLflow's batch limits
+        client.log_batch(run_id, metrics=ms[i:i + 500], params=ps[i:i + 500])
+
+
+class TrialRun:
+    """One Optuna trial's nested MLflow run."""
+
+    def __init__(self, client, run_id: str, on_end=None) -> None:
+        self.client, self.run_id, self._on_end = client, run_id, on_end
+
+    def log(self, metrics: dict[str, float], step: int | None) -> None:
+        _log_batch(self.client, self.run_id, metrics=metrics, step=step or 0)
+
+    def end(self, state: str, error: str | None = None) -> None:
+        """state: COMPLETE, PRUNED, FAILED (Optuna's words, kept as a tag) or
+        INTERRUPTED (Ctrl-C; Optuna records that trial as failed)."""
+        self.client.set_tag(self.run_id, "optuna.state", state)
+        if error:
+            self.client.set_tag(self.run_id, "error", error[:5000])
+        status = {"FAILED": "FAILED", "INTERRUPTED": "KILLED"}.get(state, "FINISHED")
+        self.client.set_terminated(self.run_id, status)
+        if self._on_end is not None:
+            self._on_end(self.run_id)
+
+
+class StudyTracker:
+    """An MLflow parent run per Optuna study (found by the tag ``zeroloop.study``)
+    with one nested run per trial."""
+
+    def __init__(self, client, experiment_id: str, parent_id: str) -> None:
+        self.client, self.experiment_id, self.parent_id = client, experiment_id, parent_id
+        self.open_trials: dict[str, TrialRun] = {}  # trial runs this process started and has not ended
+
+    @classmethod
+    def open(cls, params: Params, study_name: str, storage: str, extra: dict[str, Any]) -> StudyTracker:
+        from mlflow.tracking import MlflowClient
+
+        logging.getLogger("mlflow").setLevel(logging.ERROR)
+        client = MlflowClient(tracking_uri())
+        name = params.mlflow.experiment
+        exp = client.get_experiment_by_name(name)
+        exp_id = exp.experiment_id if exp else client.create_experiment(
+            name, artifact_location=artifact_location())
+        found = client.search_runs([exp_id], filter_string=f"tags.`{STUDY_TAG}` = '{study_name}'",
+                                   max_results=1)
+        if found:  # a resumed study: its trials go on under the same parent run
+            parent = found[0].info.run_id
+            client.update_run(parent, status="RUNNING")
+        else:
+            run = client.create_run(exp_id, run_name=f"tune-{study_name}",
+                                    tags={STUDY_TAG: study_name, "optuna.storage": storage,
+                                          "zeroloop.game": params.game})
+            parent = run.info.run_id
+            flat = {f"tune.{k}": v for k, v in _flat(params.tune.model_dump()).items()}
+            _log_batch(client, parent, params={**flat, **extra, "game": params.game})
+        return cls(client, exp_id, parent)
+
+    def trial_run(self, number: int, params: dict[str, Any]) -> TrialRun:
+        run = self.client.create_run(self.experiment_id, run_name=f"trial-{number}",
+                                     tags={PARENT: self.parent_id, "optuna.trial": str(number)})
+        trial = TrialRun(self.client, run.info.run_id, on_end=lambda rid: self.open_trials.pop(rid, None))
+        self.open_trials[run.info.run_id] = trial
+        _log_batch(self.client, run.info.run_id, params=params)
+        return trial
+
+    def end_open_trials(self) -> None:
+        """Ctrl-C: this process's trial runs that are still open are marked KILLED."""
+        for trial in list(self.open_trials.values()):
+            trial.end("INTERRUPTED", error="KeyboardInterrupt")
+
+    def interrupted(self) -> None:
+        self.end_open_trials()
+        self.client.set_terminated(self.parent_id, "KILLED")
+
+    def finish(self, best: dict[str, Any] | None, artifacts: list[Path]) -> None:
+        if best:
+            metrics = {"best_score": best["score"], "default_score": best.get("default_score"),
+                       "gain": best.get("gain")}
+            if best.get("confirmed"):
+                c = best["confirmed"]
+                metrics.update({"confirmed_best_score": c["best_score"],
+                                "confirmed_default_score": c["default_score"], "confirmed_gain": c["gain"],
+                                "confirmed_gain_ci95_low": c["gain_ci95"][0],
+                                "confirmed_gain_ci95_high": c["gain_ci95"][1]})
+            _log_batch(self.client, self.parent_id, metrics=metrics)
+            self.client.set_tag(self.parent_id, "best_trial", str(best["trial"]))
+        for path in artifacts:
+            self.client.log_artifact(self.parent_id, str(path), "tuning")
+        self.client.set_terminated(self.parent_id, "FINISHED")
+
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out

@@ -1,0 +1,1 @@
+"""Training the policy-value network: settings, replay data, the Lightning module."""

@@ -1,0 +1,146 @@
+"""The LightningModule that trains a :class:`PolicyValueNet` with the AlphaZero loss.
+
+Per sample, with network output (p, v) and targets (pi, z)::
+
+    l = (z - v)^2 - pi . log p + c ||theta||^2
+
+``pi`` is the MCTS visit distribution and ``z`` the game result from the side
+to move. The L2 term is added explicitly over every weight (``c`` is
+``train.l2``), so the optimiser runs with no weight decay of its own; with
+plain SGD this equals weight decay ``2c``.
+"""
+
+from __future__ import annotations
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+from torch.nn import functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+from zeroloop.engine.games import Game
+from zeroloop.engine.nn.net import PolicyValueNet
+from zeroloop.pipeline.training.config import TrainConfig
+from zeroloop.pipeline.training.replay import ReplayData, SymmetryAugment
+
+
+def alphazero_loss(logits: torch.Tensor, value: torch.Tensor, pi: torch.Tensor, z: torch.Tensor,
+                   params: list[torch.Tensor], l2: float) -> dict[str, torch.Tensor]:
+    """logits ``[B, A]``, value ``[B]``, pi ``[B, A]``, z ``[B]``: the batch-mean
+    value and policy terms, the L2 term and their sum (``loss``)."""
+    value_loss = F.mse_loss(value, z)
+    policy_loss = -(pi * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
+    l2_term = l2 * sum((p * p).sum() for p in params) if l2 else torch.zeros((), device=value.device)
+    return {"loss": value_loss + policy_loss + l2_term, "value_loss": value_loss,
+            "policy_loss": policy_loss, "l2": l2_term}
+
+
+class ReplayDataModule(pl.LightningDataModule):
+    """Shuffled batches of the replay window with a held-out validation part."""
+
+    def __init__(self, data: ReplayData, *, batch_size: int, val_fraction: float, seed: int) -> None:
+        super().__init__()
+        n = len(data)
+        g = np.random.default_rng(seed)
+        order = g.permutation(n)
+        n_val = int(round(n * val_fraction)) if n > 10 else 0
+        self.val_idx, self.train_idx = order[:n_val], order[n_val:]
+        self.data, self.batch_size, self.seed = data, batch_size, seed
+
+    def _dataset(self, idx: np.ndarray) -> TensorDataset:
+        d = self.data
+        return TensorDataset(torch.from_numpy(d.planes[idx]), torch.from_numpy(d.policy[idx]),
+                             torch.from_numpy(d.z[idx]))
+
+    def train_dataloader(self) -> DataLoader:
+        gen = torch.Generator().manual_seed(self.seed)
+        return DataLoader(self._dataset(self.train_idx), batch_size=self.batch_size, shuffle=True,
+                          generator=gen, drop_last=len(self.train_idx) > self.batch_size)
+
+    def val_dataloader(self) -> DataLoader | list:
+        if len(self.val_idx) == 0:
+            return []
+        return DataLoader(self._dataset(self.val_idx), batch_size=max(self.batch_size, 512))
+
+
+class AlphaZeroModule(pl.LightningModule):
+    """Owns the loss, the augmentation and the optimiser; the net stays a plain module."""
+
+    def __init__(self, net: PolicyValueNet, game: Game, optim: TrainConfig, seed: int = 0) -> None:
+        super().__init__()
+        self.net, self.optim = net, optim
+        self.augment = SymmetryAugment(game) if optim.augment and len(game.symmetries()) > 1 else None
+        self._gen = torch.Generator().manual_seed(seed)
+        # no save_hyperparameters: the parent MLflow run holds every param, and a
+        # rerun into the same generation run may not change logged params
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.net(x)
+
+    def _step(self, batch, stage: str) -> torch.Tensor:
+        planes, pi, z = batch
+        if stage == "train" and self.augment is not None:
+            planes, pi = self.augment.random(planes, pi, self._gen)
+        logits, value = self.net(planes)
+        parts = alphazero_loss(logits, value, pi, z, list(self.net.parameters()), self.optim.l2)
+        with torch.no_grad():
+            # the policy's entropy floor: cross-entropy minus this is the KL to the target
+            target_entropy = -(pi * torch.log(pi.clamp_min(1e-12))).sum(1).mean()
+        on_step = stage == "train"
+        self.log_dict({f"{stage}/{k}": v for k, v in parts.items()}, on_step=on_step, on_epoch=True,
+                      prog_bar=False, batch_size=len(z))
+        self.log(f"{stage}/policy_kl", parts["policy_loss"] - target_entropy, on_step=False,
+                 on_epoch=True, batch_size=len(z))
+        return parts["loss"]
+
+    def training_step(self, batch, batch_idx: int) -> torch.Tensor:
+        return self._step(batch, "train")
+
+    def validation_step(self, batch, batch_idx: int) -> torch.Tensor:
+        return self._step(batch, "val")
+
+    def configure_optimizers(self):
+        o = self.optim
+        if o.optimizer == "sgd":
+            opt = torch.optim.SGD(self.net.parameters(), lr=o.lr, momentum=o.momentum, weight_decay=0)
+        else:
+            opt = torch.optim.Adam(self.net.parameters(), lr=o.lr, weight_decay=0)
+        if o.lr_schedule == "constant":
+            return opt
+        if o.lr_schedule == "cosine":
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(
+                opt, T_max=max(1, o.epochs), eta_min=o.lr * 0.05)
+        else:
+            sched = torch.optim.lr_scheduler.StepLR(opt, step_size=o.lr_step_epochs, gamma=o.lr_step_gamma)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
+
+
+def lightning_device(device: str) -> tuple[str, int | list[int]]:
+    """Lightning's (accelerator, devices) for our device strings."""
+    if device == "auto":
+        return ("gpu", 1) if torch.cuda.is_available() else ("cpu", 1)
+    if device == "cpu":
+        return "cpu", 1
+    if device.startswith("cuda"):
+        index = device.partition(":")[2]
+        return "gpu", [int(index)] if index else 1
+    raise ValueError(f"device {device!r}: expected auto, cpu or cuda[:N]")
+
+
+def fit_network(net: PolicyValueNet, game: Game, data: ReplayData, optim: TrainConfig, *, seed: int = 0,
+                device: str = "auto", logger=False, progress: bool = True) -> dict[str, float]:
+    """Train ``net`` in place on ``data`` with the real Lightning trainer
+    (``optim.epochs`` epochs of ``optim.batch_size`` positions, ``optim.val_fraction``
+    held out); returns the last epoch's mean losses."""
+    pl.seed_everything(seed, workers=True, verbose=False)
+    net.train()  # Lightning keeps the modes it finds; BatchNorm must train
+    module = AlphaZeroModule(net, game, optim, seed=seed)
+    dm = ReplayDataModule(data, batch_size=optim.batch_size, val_fraction=optim.val_fraction, seed=seed)
+    accelerator, devices = lightning_device(device)
+    trainer = pl.Trainer(
+        max_epochs=optim.epochs, accelerator=accelerator, devices=devices, logger=logger,
+        enable_checkpointing=False, enable_progress_bar=progress, enable_model_summary=False,
+        log_every_n_steps=10, num_sanity_val_steps=0, deterministic=True)
+    trainer.fit(module, datamodule=dm)
+    net.cpu().eval()
+    return {k: float(v) for k, v in trainer.callback_metrics.items() if "_epoch" in k or k.startswith("val/")}

@@ -1,0 +1,1 @@
+"""Optuna studies over the search and self-play settings."""

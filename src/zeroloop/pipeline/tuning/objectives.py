@@ -1,0 +1,236 @@
+"""What a trial measures: the sampled settings, and the scores of the
+*search* objective (a fixed model under the sampled search settings against a
+fixed reference, or on solver-labelled positions) and of the *selfplay*
+objective (a short training run by the pipeline's generation steps).
+
+Every trial of a study plays the same seeded openings (common random numbers),
+so differences between trials are not opening luck. Games are played in
+``tune.rounds`` rounds; after each the running score is reported so a pruner
+can stop a poor trial early.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from zeroloop.engine.search import MoveSchedule, SearchConfig
+from zeroloop.pipeline.matches import PlayerSpec, play_match
+from zeroloop.pipeline.params import Params
+from zeroloop.pipeline.params.schema import TuneParams
+
+
+@dataclass(frozen=True)
+class TrialSettings:
+    c_puct: float
+    temperature: float
+    temperature_moves: int
+    dirichlet_alpha: float | None = None  # selfplay objective, when tune: has a range for it
+    dirichlet_epsilon: float | None = None
+
+    @property
+    def schedule(self) -> MoveSchedule:
+        return MoveSchedule(temperature=self.temperature, temperature_moves=self.temperature_moves)
+
+    def as_params(self) -> dict[str, Any]:
+        out = {"c_puct": self.c_puct, "temperature": self.temperature,
+               "temperature_moves": self.temperature_moves}
+        for key in ("dirichlet_alpha", "dirichlet_epsilon"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        return out
+
+
+def noise_dims(space: TuneParams, objective: str) -> list[str]:
+    """The Dirichlet noise dimensions tuned: only self-play searches with root noise."""
+    if objective != "selfplay":
+        return []
+    return [k for k in ("dirichlet_alpha", "dirichlet_epsilon") if getattr(space, k) is not None]
+
+
+def suggest(trial, space: TuneParams, objective: str = "search") -> TrialSettings:
+    """Sample one point of the search space (optuna ``Trial``)."""
+    noise = {k: trial.suggest_float(k, getattr(space, k).low, getattr(space, k).high,
+                                    log=getattr(space, k).log)
+             for k in noise_dims(space, objective)}
+    return TrialSettings(
+        c_puct=trial.suggest_float("c_puct", space.c_puct.low, space.c_puct.high, log=space.c_puct.log),
+        temperature=trial.suggest_float("temperature", space.temperature.low, space.temperature.high),
+        temperature_moves=trial.suggest_int("temperature_moves", space.temperature_moves.low,
+                                            space.temperature_moves.high), **noise)
+
+
+def reference_player(space: TuneParams) -> PlayerSpec:
+    if space.reference == "uct":
+        return PlayerSpec("uct", f"uct{space.reference_playouts}", playouts=space.reference_playouts)
+    return PlayerSpec(space.reference, space.reference)
+
+
+def candidate_player(params: Params, model: str, settings: TrialSettings, name: str = "candidate"
+                     ) -> PlayerSpec:
+    return PlayerSpec("mcts", name, model=model, search=trial_search(params, settings),
+                      schedule=settings.schedule, device=params.runtime.device)
+
+
+def trial_search(params: Params, settings: TrialSettings) -> SearchConfig:
+    """``mcts``'s settings with the trial's c_puct at ``tune.simulations``."""
+    return replace(params.mcts.config(), simulations=params.tune.simulations, c_puct=settings.c_puct)
+
+
+def default_settings(params: Params, objective: str) -> TrialSettings:
+    """The settings params.yaml uses now, clipped into the search space."""
+    space = params.tune
+    src = params.selfplay if objective == "selfplay" else params.evaluate
+    clip = lambda v, r: min(max(v, r.low), r.high)  # noqa: E731
+    noise = {k: clip(getattr(params.mcts, k), getattr(space, k)) for k in noise_dims(space, objective)}
+    return TrialSettings(c_puct=clip(params.mcts.c_puct, space.c_puct),
+                         temperature=clip(src.temperature, space.temperature),
+                         temperature_moves=int(clip(src.temperature_moves, space.temperature_moves)),
+                         **noise)
+
+
+def search_objective_score(params: Params, model: str, settings: TrialSettings, *, seed: int,
+                           report=None, workers: int | None = None, progress: bool = False) -> float:
+    """Score of ``model`` searched with ``settings`` against the reference.
+
+    ``report(score_so_far, round, round_score)`` is called after each round;
+    it may raise to stop the trial (Optuna's ``TrialPruned``).
+    """
+    game = params.make_game()
+    space = params.tune
+    me = candidate_player(params, model, settings)
+    ref = reference_player(space)
+    pairs = space.games // 2
+    per_round = max(1, math.ceil(pairs / space.rounds))
+    points = games = 0.0
+    for r, start in enumerate(range(0, pairs, per_round)):
+        n = min(per_round, pairs - start)
+        # round r always gets the same openings and seeds, whatever the settings
+        m = play_match(game, me, ref, games=2 * n, opening_plies=space.opening_plies,
+                       seed=int(np.random.SeedSequence([seed, r]).generate_state(1)[0]),
+                       workers=workers, progress=progress, desc=f"round {r + 1}")
+        s = m.score
+        points += s.wins + s.draws / 2
+        games += s.games
+        if report is not None:
+            report(points / games, r, (s.wins + s.draws / 2) / s.games)
+    return points / games
+
+
+def solver_position_set(params: Params, seed: int, count: int | None = None, salt: int = 0x501):
+    """Positions labelled by a perfect player (the same for every trial of a
+    study with this seed): random lines, kept where the choice matters."""
+    from zeroloop.engine.perfect import perfect_scorer
+    from zeroloop.engine.positions import make_position_set
+
+    game = params.make_game()
+    scorer = perfect_scorer(game)
+    if scorer is None:
+        raise ValueError(f"tune.metric: solver needs a perfect player for {game.name}: tic-tac-toe, or "
+                         "Connect Four with the solver extra (pip install -e '.[solver]')")
+    rng = np.random.default_rng(np.random.SeedSequence([seed, salt]))
+    return make_position_set(game, count or params.tune.solver_positions, rng, scorer)
+
+
+def solver_correct(params: Params, model: str, settings: TrialSettings, positions, *, seed: int,
+                   report=None) -> np.ndarray:
+    """Whether the searched move keeps the position's result, per position.
+
+    The move is chosen as in play: sampled from the visits at ``temperature``
+    on plies below ``temperature_moves``, else the most visited. Positions
+    are searched in ``tune.rounds`` batches; ``report(score_so_far, round,
+    round_score)`` follows each."""
+    from zeroloop.engine.nn import NetworkEvaluator
+    from zeroloop.engine.positions import PositionSet, move_errors
+    from zeroloop.engine.search import BatchedMCTS, choose_move
+    from zeroloop.pipeline.storage import load_model
+
+    game, space = params.make_game(), params.tune
+    net, _, _ = load_model(model, game)
+    ev = NetworkEvaluator(game, net, params.runtime.device)
+    states = positions.states(game)
+    schedule = settings.schedule
+    cfg = trial_search(params, settings)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5C0]))
+    correct = np.zeros(len(states), bool)
+    chunks = np.array_split(np.arange(len(states)), min(space.rounds, len(states)))
+    for r, chunk in enumerate(chunks):
+        mcts = BatchedMCTS(game, ev, cfg, len(chunk), rng=rng)
+        for k, i in enumerate(chunk):
+            mcts.set_root(k, states[i])
+        visits = mcts.search(list(range(len(chunk))), add_noise=False).visits
+        chosen = [choose_move(visits[k], schedule.temperature_at(states[i].ply), rng)
+                  for k, i in enumerate(chunk)]
+        sub = PositionSet(positions.game, [positions.moves[i] for i in chunk], positions.labels[chunk])
+        errors = move_errors(sub, chosen)  # also refuses an illegal choice
+        correct[chunk] = positions.labels[chunk, chosen] == positions.labels[chunk].max(axis=1)
+        if report is not None:
+            seen = np.concatenate(chunks[:r + 1])
+            report(float(correct[seen].mean()), r, 1.0 - errors.rate)
+    return correct
+
+
+def model_score(params: Params, model: str, settings: TrialSettings, *, seed: int, report=None,
+                workers: int | None = None, positions=None) -> float:
+    """``tune.metric``: the match score against the reference, or the share
+    of solver-labelled positions where the searched move keeps the result."""
+    if params.tune.metric == "solver":
+        positions = positions if positions is not None else solver_position_set(params, seed)
+        return float(solver_correct(params, model, settings, positions, seed=seed, report=report).mean())
+    return search_objective_score(params, model, settings, seed=seed, report=report, workers=workers)
+
+
+def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: str | Path, *, seed: int,
+                             report=None, workers: int | None = None) -> float:
+    """Train a fresh network for ``tune.selfplay_generations`` generations of
+    ``tune.selfplay_games`` games with the sampled self-play settings, by the
+    pipeline's own generation steps (init, self-play, train, gate) under
+    ``workdir``, then score the best model like the search objective with the
+    default search settings. ``report(score, generation, score)`` follows
+    each generation."""
+    from zeroloop.pipeline.generation import gate_step, init_step, selfplay_step, train_step
+    from zeroloop.pipeline.layout import Layout
+    from zeroloop.pipeline.process import quiet_libraries
+
+    quiet_libraries()  # again: importing Lightning sets its logger back to INFO
+    p = trial_params(params, settings, seed, workers)
+    layout = Layout(Path(workdir))
+    default = TrialSettings(c_puct=params.mcts.c_puct, temperature=0.0, temperature_moves=0)
+    positions = solver_position_set(params, seed) if params.tune.metric == "solver" else None
+    init_step(p, layout)
+    score = 0.0
+    for gen in sorted(p.generations):
+        prev = gen - 1
+        selfplay_step(p, layout, gen, prev, progress=False)
+        train_step(p, layout, gen, prev, progress=False)
+        gate_step(p, layout, gen, prev, progress=False)
+        score = model_score(params, str(layout.model(gen)), default, seed=seed, workers=workers,
+                            positions=positions)
+        if report is not None:
+            report(score, gen, score)
+    return score
+
+
+def trial_params(params: Params, settings: TrialSettings, seed: int, workers: int | None) -> Params:
+    """params.yaml as one selfplay trial runs it: the sampled self-play
+    settings, ``tune.selfplay_games`` games for ``tune.selfplay_generations``
+    generations, the study's seed."""
+    from zeroloop.pipeline.params.schema import GenerationParams
+
+    space = params.tune
+    mcts = {"c_puct": settings.c_puct}
+    mcts.update({k: getattr(settings, k) for k in ("dirichlet_alpha", "dirichlet_epsilon")
+                 if getattr(settings, k) is not None})
+    return params.model_copy(update={
+        "seed": seed,
+        "mcts": params.mcts.model_copy(update=mcts),
+        "selfplay": params.selfplay.model_copy(update={
+            "games": space.selfplay_games, "temperature": settings.temperature,
+            "temperature_moves": settings.temperature_moves}),
+        "generations": {g: GenerationParams(prev=g - 1) for g in range(1, space.selfplay_generations + 1)},
+        "runtime": params.runtime.model_copy(update={"workers": workers or 0}),
+    })

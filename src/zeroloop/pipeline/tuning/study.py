@@ -1,0 +1,240 @@
+"""Running an Optuna study: storage, sampler and pruner, trials as nested
+MLflow runs, Ctrl-C that leaves the storage consistent, and parallel jobs
+sharing one study through a journal file or an RDB."""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from typing import Any
+
+from zeroloop.pipeline.params import Params
+from zeroloop.pipeline.tuning.objectives import (
+    default_settings,
+    model_score,
+    selfplay_objective_score,
+    solver_position_set,
+    suggest,
+)
+
+
+def open_storage(url: str):
+    """An Optuna storage from a URL: ``journal:PATH`` is a journal file (safe
+    for several processes on one machine); anything else is an RDB URL
+    (``sqlite:///optuna.db`` for one process, PostgreSQL/MySQL for many machines)."""
+    if url.startswith("journal:"):
+        from optuna.storages import JournalStorage
+        from optuna.storages.journal import JournalFileBackend
+
+        return JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
+    return url
+
+
+def run_search_study(params: Params, *, model: str | None, trials: int, study_name: str, storage: str,
+                     seed: int = 0, workers: int | None = None, tracker=None, objective: str = "search",
+                     progress: bool = True, sampler_seed: int | None = None) -> Any:
+    """Run (or resume) a study; returns the optuna Study. ``objective``:
+    ``search`` (``model`` under the sampled settings) or ``selfplay`` (a short
+    training run per trial, in a temporary directory).
+
+    A trial that raises is recorded as failed (in Optuna and MLflow) and the
+    study goes on.
+    """
+    import optuna
+
+    if objective == "selfplay" and params.tune.pruner == "wilcoxon":
+        raise ValueError("tune.pruner: wilcoxon pairs the per-round scores of the search objective; "
+                         "use median (or none) with --objective selfplay")
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    pruner = {"median": lambda: optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
+              "wilcoxon": lambda: optuna.pruners.WilcoxonPruner(p_threshold=0.1),
+              "none": optuna.pruners.NopPruner}[params.tune.pruner]()
+    study = optuna.create_study(study_name=study_name, storage=open_storage(storage), direction="maximize",
+                                sampler=optuna.samplers.TPESampler(seed=seed if sampler_seed is None
+                                                                   else sampler_seed), pruner=pruner,
+                                load_if_exists=True)
+    if not study.trials:
+        # the current settings go first, on the same openings: the gain of the best is measured against them
+        study.enqueue_trial(default_settings(params, objective).as_params(), user_attrs={"default": True})
+    positions = solver_position_set(params, seed) if params.tune.metric == "solver" else None
+    study.set_user_attr("objective", objective)
+    study.set_user_attr("metric", params.tune.metric)
+    # the sample size behind one trial's score: games, or solver positions
+    study.set_user_attr("games_per_trial", len(positions.moves) if positions is not None
+                        else 2 * (params.tune.games // 2))
+    if model:
+        study.set_user_attr("model", os.path.abspath(model))
+
+    mine: set[int] = set()  # trial numbers this process started
+    interrupts = _Interrupts()
+
+    def evaluate_trial(trial) -> float:
+        mine.add(trial.number)
+        trial.set_user_attr("seed", seed)  # of the openings / positions: equal seeds, comparable scores
+        settings = suggest(trial, params.tune, objective)
+        run = tracker.trial_run(trial.number, settings.as_params()) if tracker else None
+
+        def report(value: float, step: int, step_value: float) -> None:
+            # median pruner: the running score, compared with other trials' at the same round;
+            # Wilcoxon: each round's own score (rounds are the same openings in every trial, so
+            # the test pairs them with the best trial's rounds)
+            trial.report(step_value if params.tune.pruner == "wilcoxon" else value, step)
+            if run is not None:
+                run.log({"score": value, "round_score": step_value}, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned()
+
+        try:
+            with interrupts.live():  # Ctrl-C stops the games at once, not the bookkeeping around them
+                if objective == "selfplay":
+                    import tempfile
+
+                    with tempfile.TemporaryDirectory(prefix=f"zeroloop-trial{trial.number}-") as tmp:
+                        score = selfplay_objective_score(params, settings, tmp, seed=seed, report=report,
+                                                         workers=workers)
+                else:
+                    score = model_score(params, model, settings, seed=seed, report=report,
+                                        workers=workers, positions=positions)
+        except optuna.TrialPruned:
+            if run is not None:
+                run.end("PRUNED")
+            raise
+        except Exception as exc:
+            if run is not None:
+                run.end("FAILED", error=f"{type(exc).__name__}: {exc}")
+            raise
+        except KeyboardInterrupt:  # Optuna records the trial as failed and re-raises
+            if run is not None:
+                run.end("INTERRUPTED", error="KeyboardInterrupt")
+            raise
+        if run is not None:
+            run.log({"final_score": score}, None)
+            run.end("COMPLETE")
+        return score
+
+    from tqdm import tqdm
+
+    bar = tqdm(total=trials, desc=f"study {study_name}", unit="trial", disable=not progress,
+               dynamic_ncols=True)
+
+    def after_trial(study, trial) -> None:
+        shown = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                          for k, v in trial.params.items())
+        result = f"{trial.value:.3f}" if trial.value is not None else trial.state.name.lower()
+        if trial.state.name == "PRUNED" and trial.intermediate_values:
+            last = max(trial.intermediate_values)
+            where = f"generation {last}" if objective == "selfplay" else f"round {last + 1}"
+            result = f"pruned after {where} ({trial.intermediate_values[last]:.3f})"
+        try:
+            best = f"best {study.best_value:.3f} (trial {study.best_trial.number})"
+        except ValueError:
+            best = "no complete trial yet"
+        bar.write(f"trial {trial.number}: {result}  [{shown}]  {best}", file=sys.stderr)
+        bar.update(1)
+        interrupts.check()  # a Ctrl-C during the bookkeeping stops the study here, with the trial stored
+
+    try:
+        with interrupts.installed():
+            study.optimize(evaluate_trial, n_trials=trials, catch=(Exception,), gc_after_trial=True,
+                           callbacks=[after_trial])
+    except KeyboardInterrupt:
+        # an interrupt outside the objective (while Optuna stores a result, say) can leave our
+        # trial RUNNING, which a resumed study would never finish: mark it failed
+        for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
+            if t.number in mine:
+                study.tell(t.number, state=optuna.trial.TrialState.FAIL)
+        if tracker is not None:
+            tracker.end_open_trials()
+        raise
+    finally:
+        bar.close()
+    return study
+
+
+class _Interrupts:
+    """SIGINT while a study runs: immediate inside the games (``live``),
+    deferred elsewhere, so that Optuna's and MLflow's records of a trial are
+    never cut in half; a deferred one is raised at the next ``check`` or
+    ``live``."""
+
+    def __init__(self) -> None:
+        self.immediate = False
+        self.pending = False
+
+    def _handler(self, signum, frame) -> None:
+        if self.immediate:
+            raise KeyboardInterrupt
+        self.pending = True
+
+    def check(self) -> None:
+        if self.pending:
+            self.pending = False
+            raise KeyboardInterrupt
+
+    @contextmanager
+    def live(self):
+        self.check()
+        self.immediate = True
+        try:
+            yield
+        finally:
+            self.immediate = False
+
+    @contextmanager
+    def installed(self):
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            self.immediate = True  # signals go to the main thread only; nothing to defer here
+            yield
+            return
+        previous = signal.signal(signal.SIGINT, self._handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        self.check()
+
+
+def parallel_search_study(params_file: str, *, model: str | None, trials: int, study_name: str,
+                          storage: str, seed: int, jobs: int, objective: str = "search") -> None:
+    """Run ``jobs`` processes that share one study through ``storage`` (not
+    SQLite); each runs its share of ``trials`` with cores/jobs match workers."""
+    import multiprocessing as mp
+    from concurrent.futures import ProcessPoolExecutor
+
+    from zeroloop.pipeline.workers import default_workers
+
+    if storage.startswith("sqlite"):
+        raise ValueError("--jobs > 1 needs a storage several processes can share: "
+                         "--storage journal:optuna.journal (one machine) or a PostgreSQL URL")
+    # create the study once, so the workers do not race to create it
+    import optuna
+
+    optuna.create_study(study_name=study_name, storage=open_storage(storage), direction="maximize",
+                        load_if_exists=True)
+    shares = [trials // jobs + (i < trials % jobs) for i in range(jobs)]
+    per_job = max(1, default_workers() // jobs)
+    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
+        # the same seed (openings, positions) for every job; its own sampler seed each
+        futures = [ex.submit(_study_job, params_file, model, n, study_name, storage, seed, seed + i,
+                             per_job, objective)
+                   for i, n in enumerate(shares) if n]
+        for f in futures:
+            f.result()
+
+
+def _study_job(params_file: str, model: str | None, trials: int, study_name: str, storage: str,
+               seed: int, sampler_seed: int, workers: int, objective: str) -> None:
+    from zeroloop.pipeline.params import load_params
+    from zeroloop.pipeline.process import setup_process
+    from zeroloop.pipeline.tracking import StudyTracker
+
+    setup_process()
+    params = load_params(params_file)
+    tracker = StudyTracker.open(params, study_name, storage, {"objective": objective})
+    run_search_study(params, model=model, trials=trials, study_name=study_name, storage=storage,
+                     seed=seed, workers=workers, tracker=tracker, objective=objective, progress=False,
+                     sampler_seed=sampler_seed)

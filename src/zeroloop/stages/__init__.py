@@ -1,4 +1,0 @@
-"""Thin DVC entry points: read params.yaml, call the library, write outputs.
-
-Run as ``python -m zeroloop.stages STAGE [--gen G --prev P]``; dvc.yaml does.
-"""
