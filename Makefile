@@ -36,6 +36,7 @@ test-fast: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
 
 serve: $(STAMP)
 	$(BIN)/zeroloop serve

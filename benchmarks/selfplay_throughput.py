@@ -11,6 +11,9 @@ real positions for as long. The yardstick is
 (1.0 would mean search costs nothing beyond the network calls it makes).
 
     python benchmarks/selfplay_throughput.py [--workers 2] [--games 64] [--sims 100]
+
+``make bench`` runs it with the defaults; tests/test_benchmarks.py runs every
+benchmark with tiny settings so none can rot.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ def _net(spec: Spec):
     return game, NetworkEvaluator(game, net, "cpu")
 
 
-def selfplay_worker(spec: Spec) -> dict:
+def selfplay_worker(spec: Spec, tick=None) -> dict:
     from zeroloop.engine.search import MoveSchedule, SearchConfig, SearchStats
     from zeroloop.engine.selfplay import play_selfplay_games
 
@@ -62,7 +65,7 @@ def selfplay_worker(spec: Spec) -> dict:
             "network": stats.network_s, "tree": stats.tree_s, "rules": stats.rules_s}
 
 
-def network_worker(spec: Spec) -> dict:
+def network_worker(spec: Spec, tick=None) -> dict:
     game, ev = _net(spec)
     rng = np.random.default_rng(spec.seed)
     states = []
@@ -96,15 +99,19 @@ def main() -> None:
     p.add_argument("--batch", type=int, default=64, help="games searched together per worker")
     p.add_argument("--blocks", type=int, default=d.blocks)
     p.add_argument("--channels", type=int, default=d.channels)
+    p.add_argument("--warmup", type=float, default=1.0, help="seconds of network calls before measuring")
     a = p.parse_args()
 
     specs = [Spec(a.game, a.blocks, a.channels, a.sims, a.games, a.batch, seed)
              for seed in range(a.workers)]
-    with ProcessPool(a.workers) as pool:
-        pool.map(network_worker, [Spec(**{**s.__dict__, "seconds": 1.0}) for s in specs])  # warm
-        sp = pool.map(selfplay_worker, specs)
+    with ProcessPool(a.workers) as pool:  # the same processes (one torch thread each) for both phases
+        def run(fn, tasks):
+            return [f.result() for f in [pool.submit(fn, t) for t in tasks]]
+
+        run(network_worker, [Spec(**{**s.__dict__, "seconds": a.warmup}) for s in specs])
+        sp = run(selfplay_worker, specs)
         seconds = float(np.mean([r["wall"] for r in sp]))
-        nw = pool.map(network_worker, [Spec(**{**s.__dict__, "seconds": seconds}) for s in specs])
+        nw = run(network_worker, [Spec(**{**s.__dict__, "seconds": seconds}) for s in specs])
 
     sims_s = sum(r["sims"] / r["wall"] for r in sp)
     moves_s = sum(r["moves"] / r["wall"] for r in sp)
@@ -119,6 +126,10 @@ def main() -> None:
     print(f"network only   : {net_s:9.0f} positions/s (same batch, same processes)")
     print(f"ratio          : {sims_s / net_s:.3f}  (simulations/s over network-only positions/s)")
     print(f"evals ratio    : {evals_s / net_s:.3f}  (network evals/s in self-play over network-only)")
+    calls = sum(r["calls"] for r in sp)
+    print(f"mean batch     : {sum(r['evals'] for r in sp) / max(calls, 1):.1f} positions per network call; "
+          f"{sum(r['sims'] for r in sp) / max(sum(r['evals'] for r in sp), 1):.2f} simulations "
+          "per evaluation")
     print("time split     : " + "  ".join(
         f"{k} {100 * v / tot['wall']:.1f}%" for k, v in
         (("network", tot["network"]), ("tree", tot["tree"]), ("game rules", tot["rules"]),

@@ -30,7 +30,8 @@ def main() -> None:
     from zeroloop.engine.games import make_game
     from zeroloop.engine.nn import NetConfig, PolicyValueNet
     from zeroloop.pipeline.process import quiet_libraries
-    from zeroloop.pipeline.training.module import OptimConfig, alphazero_loss, fit_network
+    from zeroloop.pipeline.training.config import TrainConfig
+    from zeroloop.pipeline.training.module import alphazero_loss, fit_network
     from zeroloop.pipeline.training.replay import ReplayData
 
     quiet_libraries()
@@ -59,8 +60,9 @@ def main() -> None:
     torch.manual_seed(0)
     net = PolicyValueNet.for_game(game, cfg)
     t0 = time.perf_counter()
-    fit_network(net, game, ReplayData(planes, policy, z), OptimConfig(epochs=1), batch_size=a.batch,
-                val_fraction=0.0, device="cpu", progress=False)
+    once = TrainConfig(epochs=1, batch_size=a.batch, val_fraction=0.0)
+    fit_network(net, game, ReplayData(planes, policy, z), once,
+                device="cpu", progress=False)
     lit = (a.samples // a.batch) * a.batch / (time.perf_counter() - t0)
     print(f"net {a.blocks}x{a.channels}, batch {a.batch}, {a.threads} torch threads, {a.samples} samples")
     print(f"raw PyTorch loop: {raw:8.0f} samples/s")

@@ -7,6 +7,7 @@ from zeroloop.engine.perfect import PerfectTicTacToe, perfect_scorer
 from zeroloop.engine.players import RandomPlayer
 from zeroloop.engine.positions import ILLEGAL, make_position_set, move_errors
 from zeroloop.engine.rating import SPRT
+from zeroloop.engine.search import SearchConfig
 from zeroloop.pipeline.matches import PlayerSpec, play_match
 
 
@@ -57,7 +58,7 @@ def test_sprt_stops_a_lopsided_match_early():
 
 def test_mcts_player_spec_with_a_random_net_plays_legal_games():
     game = make_game("connect4")
-    spec = PlayerSpec("mcts", "net", model=None, simulations=4, device="cpu")
+    spec = PlayerSpec("mcts", "net", model=None, search=SearchConfig(simulations=4), device="cpu")
     m = play_match(game, spec, PlayerSpec("random", "random"), games=2, opening_plies=2, seed=0,
                    workers=1, progress=False)
     assert len(m.games) == 2 and all(_replay(game, g.actions).outcome is not None for g in m.games)

@@ -69,3 +69,50 @@ def test_full_dump_round_trips_with_quoted_generation_keys():
     data = p.to_yaml_data()
     assert list(data["generations"]) == ["1", "2"]
     assert parse_params(yaml.safe_load(yaml.safe_dump(data))) == p
+
+
+SEAM = [("net", "NetConfig"), ("mcts", "SearchConfig"), ("selfplay", "SelfplayConfig"),
+        ("train", "TrainConfig"),
+        ("gate", "MatchConfig"), ("evaluate", "MatchConfig")]
+
+
+@pytest.mark.parametrize("section", [s for s, _ in SEAM])
+def test_every_library_knob_is_a_params_key_with_the_library_default(section):
+    from zeroloop.engine.config import config_fields
+
+    p = parse_params({})
+    model = getattr(p, section)
+    cfg = model.config()
+    assert type(cfg).__name__ == dict(SEAM)[section]
+    for name, (_, default) in config_fields(type(cfg)).items():
+        assert name in type(model).model_fields, f"{section}.{name} is not reachable from params.yaml"
+        assert getattr(model, name) == default == getattr(cfg, name)
+
+
+def test_params_values_reach_the_library_objects():
+    p = parse_params({"mcts": {"simulations": 7, "fpu": -0.5, "c_base": 500, "reuse_tree": False},
+                      "gate": {"simulations": 9, "temperature": 0.5, "temperature_moves": 3},
+                      "train": {"optimizer": "sgd", "lr_schedule": "step", "batch_size": 8}})
+    search = p.mcts.config()
+    assert (search.simulations, search.fpu, search.c_base, search.reuse_tree) == (7, -0.5, 500.0, False)
+    gate_search = p.match_search(p.gate)  # the gate's players search as mcts says, at the gate's budget
+    assert gate_search.simulations == 9 and gate_search.fpu == -0.5 and gate_search.c_base == 500.0
+    schedule = p.gate.config().schedule
+    assert schedule.temperature_at(2) == 0.5 and schedule.temperature_at(3) == 0
+    train = p.train.config()
+    assert (train.optimizer, train.lr_schedule, train.batch_size) == ("sgd", "step", 8)
+    assert p.sprt() is None and parse_params({"gate": {"sprt": {"enabled": True}}}).sprt().elo1 == 35.0
+
+
+def test_library_configs_refuse_values_outside_their_declared_range():
+    from zeroloop.engine.search import SearchConfig
+    from zeroloop.pipeline.training.config import TrainConfig
+
+    with pytest.raises(ValueError, match="train.optimizer='rmsprop': must be one of 'adam', 'sgd'"):
+        TrainConfig(optimizer="rmsprop")
+    with pytest.raises(ValueError, match="mcts.fpu=2: must be <= 1"):
+        SearchConfig(fpu=2)
+    with pytest.raises(ParamsError, match="mcts.fpu: Input should be less than or equal to 1"):
+        parse_params({"mcts": {"fpu": 2}})
+    with pytest.raises(ParamsError, match="gate.sprt: .*elo1 > elo0"):
+        parse_params({"gate": {"sprt": {"elo0": 10, "elo1": 5}}})

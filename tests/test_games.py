@@ -683,6 +683,6 @@ def test_othello_game_with_a_pass(name):
     # symmetries keep the pass a pass
     for sym in game.symmetries():
         t = game.transform(after, sym)
-        assert t.last == game.pass_action and t.passes == after.passes
+        assert t.last == game.pass_action
         assert game.apply(game.transform(before, sym), game.pass_action) == t
     assert game.parse_moves(game.format_moves(actions)) == actions

@@ -68,8 +68,13 @@ def test_dvc_repro_end_to_end(repo):
         assert (repo / f"models/generations/gen_{g}/best.pt").is_file()
         assert list((repo / f"data/gen_{g}").glob("shard_*.zls"))
         gate = json.loads((repo / f"reports/generations/gen_{g}/gate.json").read_text())
-        assert gate["games"] == 4 and gate["accepted"] in (0, 1)
-        assert gate["wins"] + gate["draws"] + gate["losses"] == 4
+        assert gate["games"] == 4 and gate["wins"] + gate["draws"] + gate["losses"] == 4
+        assert gate["score"] == pytest.approx((gate["wins"] + gate["draws"] / 2) / 4)
+        # the decision follows the score, and the new best is the winner, byte for byte
+        assert gate["accepted"] == int(gate["score"] >= 0.55)
+        winner = f"gen_{g}/candidate.pt" if gate["accepted"] else f"gen_{g - 1}/best.pt"
+        assert ((repo / f"models/generations/gen_{g}/best.pt").read_bytes()
+                == (repo / "models/generations" / winner).read_bytes())
     metrics = json.loads((repo / "reports/metrics.json").read_text())
     assert metrics["generations"] == 2 and 0 <= metrics["vs_random"] <= 1
     assert metrics["solver_positions"] == 10

@@ -5,14 +5,8 @@ import pytest
 
 from zeroloop.engine.games import TicTacToe, make_game
 from zeroloop.engine.nn import uniform_evaluator
-from zeroloop.engine.players import (
-    GreedyPlayer,
-    MCTSPlayer,
-    PerfectConnectFour,
-    PerfectTicTacToe,
-    RandomPlayer,
-    UCTPlayer,
-)
+from zeroloop.engine.perfect import PerfectConnectFour, PerfectTicTacToe
+from zeroloop.engine.players import GreedyPlayer, MCTSPlayer, RandomPlayer, UCTPlayer
 from zeroloop.engine.search import SearchConfig
 
 TTT = TicTacToe()

@@ -49,10 +49,23 @@ def test_visit_counts_sum_to_simulations(name, moves, leaves):
     assert res.visits.sum() == 123
 
 
-def test_schedule_and_constant_exploration_both_search():
-    for cfg in ({"c_base": 19652.0}, {"c_puct": 4.0}):
-        _, res = search_position("connect4", "", sims=64, **cfg)
-        assert res.visits.sum() == 64
+def test_visit_schedule_explores_more_than_the_constant():
+    # X can win at 3: a constant c puts nearly every visit there; the AlphaZero schedule with a
+    # small c_base grows c with the visits and so spreads them over the other moves
+    _, const = search_position("tictactoe", "1425", sims=200, c_puct=1.0)
+    _, sched = search_position("tictactoe", "1425", sims=200, c_puct=1.0, c_base=0.01)
+    share = lambda r: r.visits[0][2] / r.visits[0].sum()  # noqa: E731
+    assert const.visits[0].argmax() == sched.visits[0].argmax() == 2
+    assert share(const) > 0.9 and share(sched) < 0.7
+
+
+def test_first_play_urgency_decides_whether_unvisited_moves_are_tried():
+    # values are 0 everywhere: an unvisited move valued +1 is tried before any second visit,
+    # one valued -1 is never preferred to a visited move within a few simulations
+    _, hopeful = search_position("connect4", "", sims=8, fpu=1.0)
+    _, doubtful = search_position("connect4", "", sims=8, fpu=-1.0)
+    assert (hopeful.visits[0] > 0).sum() == 7
+    assert (doubtful.visits[0] > 0).sum() == 1
 
 
 def skewed_evaluator(game):
@@ -74,7 +87,8 @@ def test_noise_touches_only_the_root():
     res = mcts.search([0], add_noise=True)
     assert not np.allclose(res.priors[0], expected, atol=1e-4)
     assert res.priors[0].sum() == pytest.approx(1.0, abs=1e-5)
-    children = mcts.children_priors(0)
+    root = mcts.roots[0]
+    children = {a: mcts.prior[c] for a, c in enumerate(mcts.child[root]) if c >= 0 and mcts.node_kind[c] == 1}
     assert len(children) == 7
     for priors in children.values():
         np.testing.assert_allclose(priors, expected, rtol=1e-5)

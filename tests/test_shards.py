@@ -110,7 +110,7 @@ def test_selfplay_job_validates_its_inputs(tmp_path):
 
 
 def test_written_files_get_the_usual_mode_not_mkstemps_0600(tmp_path):
-    from zeroloop.pipeline.storage import _UMASK, atomic_write_bytes
+    from zeroloop.pipeline.storage import _umask, atomic_write_bytes
 
     atomic_write_bytes(tmp_path / "x.json", b"{}")
-    assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o666 & ~_UMASK
+    assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o666 & ~_umask()

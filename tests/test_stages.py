@@ -9,7 +9,8 @@ from zeroloop.pipeline.params import parse_params
 
 
 def stage(cwd, *args):
-    return subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=cwd,
+                          capture_output=True,
                           text=True, timeout=300)
 
 

@@ -9,7 +9,8 @@ from zeroloop.engine.nn import NetConfig, PolicyValueNet
 from zeroloop.engine.nn.inference import uniform_evaluator
 from zeroloop.engine.search import MoveSchedule, SearchConfig
 from zeroloop.engine.selfplay import play_selfplay_games, records_to_arrays, unpack_planes
-from zeroloop.pipeline.training.module import OptimConfig, alphazero_loss, fit_network, lightning_device
+from zeroloop.pipeline.training.config import TrainConfig
+from zeroloop.pipeline.training.module import alphazero_loss, fit_network, lightning_device
 from zeroloop.pipeline.training.replay import ReplayData, SymmetryAugment
 
 
@@ -99,7 +100,7 @@ def test_real_lightning_fit_lowers_the_loss(tictactoe_data):
     torch.manual_seed(0)
     net = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=16, value_hidden=16))
     before = _mean_loss(net, data)
-    losses = fit_network(net, game, data, OptimConfig(epochs=8, lr=3e-3, augment=True), batch_size=32,
+    losses = fit_network(net, game, data, TrainConfig(epochs=8, lr=3e-3, augment=True, batch_size=32),
                          seed=0, device="cpu", progress=False)
     after = _mean_loss(net, data)
     assert after < before - 0.1, (before, after)
@@ -113,7 +114,7 @@ def test_seeded_fits_are_identical(tictactoe_data):
     for _ in range(2):
         torch.manual_seed(0)
         net = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8))
-        fit_network(net, game, data, OptimConfig(epochs=1), batch_size=32, seed=4, device="cpu",
+        fit_network(net, game, data, TrainConfig(epochs=1, batch_size=32), seed=4, device="cpu",
                     progress=False)
         nets.append(net)
     for a, b in zip(nets[0].state_dict().values(), nets[1].state_dict().values()):

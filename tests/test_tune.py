@@ -15,7 +15,9 @@ import pytest
 import torch
 import yaml
 
-import zeroloop.pipeline.tuning.study as tune
+import zeroloop.pipeline.tuning.objectives as objectives
+import zeroloop.pipeline.tuning.results as results
+import zeroloop.pipeline.tuning.study as tstudy
 from zeroloop.engine.games import make_game
 from zeroloop.engine.nn import NetConfig, PolicyValueNet
 from zeroloop.pipeline.params import parse_params
@@ -39,7 +41,7 @@ def setup(tmp_path, mlflow_db, monkeypatch):
 
 def test_study_records_trials_resumes_and_survives_a_failing_trial(setup, tmp_path, monkeypatch):
     params, model, storage = setup
-    real = tune.search_objective_score
+    real = objectives.search_objective_score
     calls = []
 
     def flaky(*args, **kwargs):
@@ -48,9 +50,9 @@ def test_study_records_trials_resumes_and_survives_a_failing_trial(setup, tmp_pa
             raise RuntimeError("injected failure")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(tune, "search_objective_score", flaky)
+    monkeypatch.setattr(objectives, "search_objective_score", flaky)
     tracker = StudyTracker.open(params, "t", storage, {"objective": "search"})
-    study = tune.run_search_study(params, model=model, trials=3, study_name="t", storage=storage, workers=1,
+    study = tstudy.run_search_study(params, model=model, trials=3, study_name="t", storage=storage, workers=1,
                                   tracker=tracker)
     states = [t.state for t in study.trials]
     assert states == [optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL,
@@ -61,12 +63,12 @@ def test_study_records_trials_resumes_and_survives_a_failing_trial(setup, tmp_pa
     assert all(0 <= t.value <= 1 for t in study.trials if t.value is not None)
 
     # resume: the same name adds trials to the same study in the same storage
-    again = tune.run_search_study(params, model=model, trials=1, study_name="t", storage=storage, workers=1,
+    again = tstudy.run_search_study(params, model=model, trials=1, study_name="t", storage=storage, workers=1,
                                   tracker=StudyTracker.open(params, "t", storage, {}))
     assert len(again.trials) == 4
     assert len(optuna.load_study(study_name="t", storage=storage).trials) == 4
 
-    best = tune.best_params_yaml(again, tmp_path / "best_params.yaml")
+    best = results.best_params_yaml(again, tmp_path / "best_params.yaml")
     written = yaml.safe_load((tmp_path / "best_params.yaml").read_text())
     assert written == best and written["score"] == round(again.best_value, 4)
     assert written["apply"].startswith("dvc exp run -S mcts.c_puct=")
@@ -96,9 +98,9 @@ def test_study_records_trials_resumes_and_survives_a_failing_trial(setup, tmp_pa
 
 def test_trials_share_openings_so_equal_settings_score_equally(setup):
     params, model, _ = setup
-    s = tune.TrialSettings(c_puct=1.25, temperature=0.0, temperature_moves=0)
-    a = tune.search_objective_score(params, model, s, seed=5, workers=1)
-    b = tune.search_objective_score(params, model, s, seed=5, workers=1)
+    s = objectives.TrialSettings(c_puct=1.25, temperature=0.0, temperature_moves=0)
+    a = objectives.search_objective_score(params, model, s, seed=5, workers=1)
+    b = objectives.search_objective_score(params, model, s, seed=5, workers=1)
     assert a == b
 
 
@@ -117,9 +119,9 @@ def test_parallel_jobs_share_one_study_through_a_journal_file(setup, tmp_path):
     params_file.write_text(yaml.safe_dump(params.to_yaml_data()))
     storage = f"journal:{tmp_path / 'optuna.journal'}"
     StudyTracker.open(params, "p", storage, {})  # the parent run first, as the command does
-    tune.parallel_search_study(str(params_file), model=model, trials=3, study_name="p", storage=storage,
+    tstudy.parallel_search_study(str(params_file), model=model, trials=3, study_name="p", storage=storage,
                                seed=0, jobs=2)
-    study = optuna.load_study(study_name="p", storage=tune.open_storage(storage))
+    study = optuna.load_study(study_name="p", storage=tstudy.open_storage(storage))
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 3
     assert [t.user_attrs["seed"] for t in study.trials] == [0, 0, 0]  # every job plays the same openings
     from mlflow.tracking import MlflowClient
@@ -128,7 +130,7 @@ def test_parallel_jobs_share_one_study_through_a_journal_file(setup, tmp_path):
     assert len([r for r in runs if "mlflow.parentRunId" not in r.data.tags]) == 1
     assert len([r for r in runs if "mlflow.parentRunId" in r.data.tags]) == 3
     with pytest.raises(ValueError, match="journal"):
-        tune.parallel_search_study(str(params_file), model=model, trials=2, study_name="p",
+        tstudy.parallel_search_study(str(params_file), model=model, trials=2, study_name="p",
                                    storage=f"sqlite:///{tmp_path / 'x.db'}", seed=0, jobs=2)
 
 
@@ -139,25 +141,25 @@ def test_selfplay_objective_trains_per_trial_and_reports_each_generation(tmp_pat
                            "train": {"epochs": 1, "batch_size": 16},
                            "tune": {**TINY["tune"], "selfplay_generations": 2, "selfplay_games": 4}})
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
-    study = tune.run_search_study(params, model=None, trials=3, study_name="s", storage=storage, workers=1,
+    study = tstudy.run_search_study(params, model=None, trials=3, study_name="s", storage=storage, workers=1,
                                   tracker=StudyTracker.open(params, "s", storage, {}), objective="selfplay")
     assert [t.state for t in study.trials] == [optuna.trial.TrialState.COMPLETE] * 3
     for t in study.trials:
         assert sorted(t.intermediate_values) == [1, 2]  # one report per generation
         assert t.value == t.intermediate_values[2]
-    best = tune.best_params_yaml(study, tmp_path / "best.yaml")
+    best = results.best_params_yaml(study, tmp_path / "best.yaml")
     assert set(best["params"]) == {"mcts.c_puct", "selfplay.temperature", "selfplay.temperature_moves"}
 
 
 def test_confirmation_replays_both_settings_on_the_same_fresh_openings(setup):
     params, model, _ = setup
-    same = tune.TrialSettings(c_puct=1.25, temperature=0.0, temperature_moves=0)
-    c = tune.confirm_gain(params, model, same, same, seed=3, workers=1, progress=False)
+    same = objectives.TrialSettings(c_puct=1.25, temperature=0.0, temperature_moves=0)
+    c = results.confirm_gain(params, model, same, same, seed=3, workers=1, progress=False)
     # same settings, same openings, same seeds: every game repeats, so the paired gain is exactly 0
     assert c["games"] == 8 and c["gain"] == 0 and c["gain_ci95"] == [0, 0]
     assert c["best_score"] == c["default_score"]
-    other = tune.TrialSettings(c_puct=4.0, temperature=1.5, temperature_moves=9)
-    c = tune.confirm_gain(params, model, other, same, seed=3, workers=1, progress=False)
+    other = objectives.TrialSettings(c_puct=4.0, temperature=1.5, temperature_moves=9)
+    c = results.confirm_gain(params, model, other, same, seed=3, workers=1, progress=False)
     assert c["gain"] == pytest.approx(c["best_score"] - c["default_score"], abs=1e-3)
     assert c["gain_ci95"][0] <= c["gain"] <= c["gain_ci95"][1]
 
@@ -165,15 +167,15 @@ def test_confirmation_replays_both_settings_on_the_same_fresh_openings(setup):
 def test_noise_dims_are_tuned_by_the_selfplay_objective_only():
     space = parse_params({"tune": {"dirichlet_alpha": {"low": 0.1, "high": 2.0, "log": True},
                                    "dirichlet_epsilon": {"low": 0.1, "high": 0.5}}}).tune
-    assert tune.noise_dims(space, "search") == []
-    assert tune.noise_dims(space, "selfplay") == ["dirichlet_alpha", "dirichlet_epsilon"]
+    assert objectives.noise_dims(space, "search") == []
+    assert objectives.noise_dims(space, "selfplay") == ["dirichlet_alpha", "dirichlet_epsilon"]
     study = optuna.create_study()
     trial = study.ask()
-    s = tune.suggest(trial, space, "selfplay")
+    s = objectives.suggest(trial, space, "selfplay")
     assert 0.1 <= s.dirichlet_alpha <= 2.0 and 0.1 <= s.dirichlet_epsilon <= 0.5
     assert set(s.as_params()) == {"c_puct", "temperature", "temperature_moves", "dirichlet_alpha",
                                   "dirichlet_epsilon"}
-    assert tune.suggest(study.ask(), space, "search").dirichlet_alpha is None
+    assert objectives.suggest(study.ask(), space, "search").dirichlet_alpha is None
     from zeroloop.pipeline.params import ParamsError
 
     with pytest.raises(ParamsError, match="tune.dirichlet_epsilon: .*high <= 1"):
@@ -251,7 +253,7 @@ def _free_port() -> int:
 @pytest.mark.parametrize("kind", ["sqlite", "journal"])
 def test_optuna_dashboard_serves_our_storages(tmp_path, kind):
     url = f"sqlite:///{tmp_path / 'optuna.db'}" if kind == "sqlite" else f"journal:{tmp_path / 'o.journal'}"
-    study = optuna.create_study(study_name="dash", storage=tune.open_storage(url), direction="maximize")
+    study = optuna.create_study(study_name="dash", storage=tstudy.open_storage(url), direction="maximize")
     study.optimize(lambda t: t.suggest_float("c_puct", 0.5, 4.0), n_trials=3)
     # the README's command: the same URL, or the journal file's path
     arg = url if kind == "sqlite" else url.removeprefix("journal:")
@@ -281,7 +283,7 @@ def test_optuna_dashboard_serves_our_storages(tmp_path, kind):
 def test_wilcoxon_pruner_gets_each_rounds_own_score(setup):
     _, model, storage = setup
     params = parse_params({**TINY, "tune": {**TINY["tune"], "games": 8, "rounds": 4, "pruner": "wilcoxon"}})
-    study = tune.run_search_study(params, model=model, trials=2, study_name="w", storage=storage, workers=1,
+    study = tstudy.run_search_study(params, model=model, trials=2, study_name="w", storage=storage, workers=1,
                                   progress=False)
     for t in study.trials:
         if t.state.name == "COMPLETE":
@@ -289,7 +291,7 @@ def test_wilcoxon_pruner_gets_each_rounds_own_score(setup):
             assert all(v in (0.0, 0.25, 0.5, 0.75, 1.0) for v in rounds)  # one pair of games each
             assert t.value == pytest.approx(sum(rounds) / 4)
     with pytest.raises(ValueError, match="wilcoxon"):
-        tune.run_search_study(params, model=None, trials=1, study_name="w2", storage=storage,
+        tstudy.run_search_study(params, model=None, trials=1, study_name="w2", storage=storage,
                               objective="selfplay")
 
 
@@ -312,31 +314,31 @@ def test_solver_metric_scores_the_share_of_result_keeping_moves(tmp_path):
     model = str(SHIPPED_DIR / "tictactoe.pt")  # plays perfectly with search (0% errors in its evaluation)
     params = parse_params({**TINY, "tune": {**TINY["tune"], "metric": "solver", "solver_positions": 30,
                                             "rounds": 3, "simulations": 100, "confirm_games": 20}})
-    positions = tune.solver_position_set(params, seed=0)
+    positions = objectives.solver_position_set(params, seed=0)
     assert len(positions.moves) == 30
     reports = []
-    greedy = tune.TrialSettings(c_puct=1.25, temperature=0.0, temperature_moves=0)
-    score = tune.model_score(params, model, greedy, seed=0, positions=positions,
+    greedy = objectives.TrialSettings(c_puct=1.25, temperature=0.0, temperature_moves=0)
+    score = objectives.model_score(params, model, greedy, seed=0, positions=positions,
                              report=lambda v, r, rv: reports.append((r, v, rv)))
     assert score == 1.0 and [r for r, _, _ in reports] == [0, 1, 2] and reports[-1][1] == score
     # sampling every move at a high temperature gives results away on positions where the choice matters
-    wild = tune.TrialSettings(c_puct=1.25, temperature=3.0, temperature_moves=9)
-    assert tune.model_score(params, model, wild, seed=0, positions=positions) < 0.9
-    c = tune.confirm_gain(params, model, greedy, greedy, seed=0, progress=False)
+    wild = objectives.TrialSettings(c_puct=1.25, temperature=3.0, temperature_moves=9)
+    assert objectives.model_score(params, model, wild, seed=0, positions=positions) < 0.9
+    c = results.confirm_gain(params, model, greedy, greedy, seed=0, progress=False)
     assert c["positions"] == 20 and c["gain"] == 0 and c["best_score"] == 1.0
-    c = tune.confirm_gain(params, model, greedy, wild, seed=0, progress=False)
+    c = results.confirm_gain(params, model, greedy, wild, seed=0, progress=False)
     assert c["gain"] > 0 and c["gain_ci95"][0] <= c["gain"] <= c["gain_ci95"][1]
 
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
-    study = tune.run_search_study(params, model=model, trials=2, study_name="s", storage=storage, workers=1,
+    study = tstudy.run_search_study(params, model=model, trials=2, study_name="s", storage=storage, workers=1,
                                   progress=False)
     assert study.user_attrs["metric"] == "solver" and study.user_attrs["games_per_trial"] == 30
     assert study.trials[0].value == 1.0  # trial 0 is the greedy default
-    assert tune.best_params_yaml(study, tmp_path / "b.yaml")["metric"] == "solver"
+    assert results.best_params_yaml(study, tmp_path / "b.yaml")["metric"] == "solver"
 
 
 def test_solver_metric_needs_a_solver_for_the_game(tmp_path):
     params = parse_params({"game": "gomoku", "tune": {"metric": "solver"}})
     with pytest.raises(ValueError, match="tune.metric: solver needs a perfect player for gomoku"):
-        tune.run_search_study(params, model="x.pt", trials=1, study_name="g",
+        tstudy.run_search_study(params, model="x.pt", trials=1, study_name="g",
                               storage=f"sqlite:///{tmp_path / 'o.db'}")

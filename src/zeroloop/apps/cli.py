@@ -79,7 +79,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
                 found = [m for m in list_models(params.make_game()) if m.path]
                 if not found:
-                    raise FileNotFoundError(f"{Layout().champion}: no such model file (run `make repro` first, "
+                    raise FileNotFoundError(f"{Layout().champion}: no such model file (run `make repro` "
+                                            "first, "
                                             "or pass --model)")
                 model = found[0].path
                 print(f"zeroloop tune: tuning {found[0].label}: {model}", file=sys.stderr)

@@ -16,7 +16,7 @@ from zeroloop.engine.games import Game, IllegalMoveError, State, make_game
 from zeroloop.pipeline.storage import DamagedFileError, read_model_header
 
 #: Small models that ship with the package, so play works before any training.
-SHIPPED_DIR = Path(__file__).parent / "models"
+SHIPPED_DIR = Path(__file__).parents[1] / "models"  # package data: src/zeroloop/models
 
 
 class PlayError(ValueError):

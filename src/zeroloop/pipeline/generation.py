@@ -170,7 +170,8 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
 
 def model_player(p: Params, path: str, name: str, match) -> PlayerSpec:
     """A model searched as a gate or evaluation match sets it (``match``: ``p.gate``, ``p.evaluate``)."""
-    return PlayerSpec("mcts", name, model=path, search=p.match_search(match), schedule=match.config().schedule,
+    return PlayerSpec("mcts", name, model=path, search=p.match_search(match),
+                      schedule=match.config().schedule,
                       device=p.runtime.device)
 
 

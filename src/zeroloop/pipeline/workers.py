@@ -135,14 +135,12 @@ def make_pool(workers: int | None, tasks: int) -> InlinePool | ProcessPool:
 
 
 def run_tasks(fn: Callable[[T, Tick], R], tasks: Sequence[T], *, workers: int | None = None,
-              total: int | None = None, desc: str = "", unit: str = "it", progress: bool = True,
-              on_result: Callable[[int, R], None] | None = None) -> list[R]:
+              total: int | None = None, desc: str = "", unit: str = "it", progress: bool = True) -> list[R]:
     """``[fn(task, tick) for task in tasks]`` over worker processes.
 
     ``fn`` must be a module-level function and tasks picklable. ``tick(n)``
     advances a progress bar of ``total`` units (default: one per task, ticked
-    here when a task finishes). ``on_result(i, result)`` runs in this process
-    as each task finishes. Results come back in task order; the first failure
+    here when a task finishes). Results come back in task order; the first failure
     is raised after the other running tasks are cancelled.
     """
     bar = tqdm(total=total if total is not None else len(tasks), desc=desc, unit=unit,
@@ -155,8 +153,6 @@ def run_tasks(fn: Callable[[T, Tick], R], tasks: Sequence[T], *, workers: int | 
                     results[i] = fn(task, bar.update if total is not None else lambda n: None)
                     if total is None:
                         bar.update(1)
-                    if on_result is not None:
-                        on_result(i, results[i])
             finally:
                 bar.close()
             return results
@@ -173,8 +169,6 @@ def run_tasks(fn: Callable[[T, Tick], R], tasks: Sequence[T], *, workers: int | 
                     results[i] = fut.result()
                     if total is None:
                         bar.update(1)
-                    if on_result is not None:
-                        on_result(i, results[i])
         except KeyboardInterrupt:
             pool.terminate()
             raise

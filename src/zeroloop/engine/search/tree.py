@@ -293,12 +293,3 @@ class BatchedMCTS:
         total = visits.sum(axis=1)
         value = np.where(total > 0, w.sum(axis=1) / np.maximum(total, 1), self.node_value[roots])
         return SearchResult(visits, q, value.astype(np.float32), self.prior[roots].copy())
-
-    def children_priors(self, slot: int) -> dict[int, np.ndarray]:
-        """Priors of the expanded children of a slot's root (for tests/inspection)."""
-        root = self.roots[slot]
-        out = {}
-        for a, c in enumerate(self.child[root]):
-            if c >= 0 and self.node_kind[c] == K.EXPANDED:
-                out[a] = self.prior[c].copy()
-        return out

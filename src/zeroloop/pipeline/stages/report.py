@@ -22,7 +22,8 @@ ANCHOR = "random"
 def collect(p: Params) -> list[dict]:
     rows = []
     for g in sorted(p.generations):
-        rows.append({name: read_json(LAYOUT.report(g, name)) for name in ("selfplay", "train", "gate", "eval")})
+        rows.append({name: read_json(LAYOUT.report(g, name))
+                     for name in ("selfplay", "train", "gate", "eval")})
     return rows
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+# Lightning first, before run_stage quiets the libraries (importing it resets its log level)
+import zeroloop.pipeline.training.module  # noqa: F401
 from zeroloop.pipeline.generation import train_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say

@@ -100,18 +100,23 @@ class AlphaZeroModule(pl.LightningModule):
         return self._step(batch, "val")
 
     def configure_optimizers(self):
-        o = self.optim
+        o = self.optim  # its Literal fields are checked: no value falls through to a default here
+        params = self.net.parameters()
         if o.optimizer == "sgd":
-            opt = torch.optim.SGD(self.net.parameters(), lr=o.lr, momentum=o.momentum, weight_decay=0)
+            opt = torch.optim.SGD(params, lr=o.lr, momentum=o.momentum, weight_decay=0)
+        elif o.optimizer == "adam":
+            opt = torch.optim.Adam(params, lr=o.lr, weight_decay=0)
         else:
-            opt = torch.optim.Adam(self.net.parameters(), lr=o.lr, weight_decay=0)
+            raise ValueError(f"train.optimizer={o.optimizer!r}: must be adam or sgd")
         if o.lr_schedule == "constant":
             return opt
         if o.lr_schedule == "cosine":
-            sched = torch.optim.lr_scheduler.CosineAnnealingLR(
-                opt, T_max=max(1, o.epochs), eta_min=o.lr * 0.05)
-        else:
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, o.epochs),
+                                                               eta_min=o.lr * 0.05)
+        elif o.lr_schedule == "step":
             sched = torch.optim.lr_scheduler.StepLR(opt, step_size=o.lr_step_epochs, gamma=o.lr_step_gamma)
+        else:
+            raise ValueError(f"train.lr_schedule={o.lr_schedule!r}: must be constant, cosine or step")
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
 
 

@@ -1,0 +1,36 @@
+"""Every script in benchmarks/ runs end to end with tiny settings, so an API
+change that breaks one fails the suite (they measure nothing here: speed
+lives in the benchmarks themselves, not in tests)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+# script -> (tiny arguments, lines its output must contain)
+SMOKE = {
+    "selfplay_throughput.py": (
+        ["--workers", "1", "--games", "2", "--sims", "4", "--batch", "2", "--blocks", "1", "--channels", "8",
+         "--warmup", "0.1"],
+        ["self-play", "network only", "ratio", "mean batch", "time split"]),
+    "train_throughput.py": (
+        ["--samples", "64", "--batch", "32", "--threads", "1", "--blocks", "1", "--channels", "8"],
+        ["raw PyTorch loop", "Lightning fit", "ratio Lightning / raw"]),
+}
+
+
+def test_every_benchmark_has_a_smoke_test():
+    assert sorted(p.name for p in BENCHMARKS.glob("*.py")) == sorted(SMOKE)
+
+
+@pytest.mark.parametrize("script", sorted(SMOKE))
+def test_benchmark_runs_with_tiny_settings(script):
+    args, expected = SMOKE[script]
+    out = subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    for line in expected:
+        assert line in out.stdout, f"{script}: no {line!r} in\n{out.stdout}"
