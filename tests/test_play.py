@@ -8,8 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from zeroloop.apps.play import SHIPPED_DIR, PlayError, list_models, new_session, resolve_model
+from zeroloop.apps.play import PlayError, new_session, resolve_model
 from zeroloop.engine.games import make_game
+from zeroloop.pipeline.catalogue import SHIPPED_DIR, list_models
 
 
 def _layout(root: Path) -> None:

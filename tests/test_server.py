@@ -7,8 +7,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from zeroloop.apps.cli import build_parser
-from zeroloop.apps.play import SHIPPED_DIR
 from zeroloop.apps.server import create_app
+from zeroloop.pipeline.catalogue import SHIPPED_DIR
 from zeroloop.pipeline.params import parse_params
 
 

@@ -6,7 +6,7 @@ from zeroloop.engine.nn.inference import uniform_evaluator
 from zeroloop.engine.nn.net import NetConfig
 from zeroloop.engine.search import MoveSchedule, SearchConfig
 from zeroloop.engine.selfplay import arrays_to_records, play_selfplay_games, records_to_arrays, unpack_planes
-from zeroloop.pipeline.selfplay import SelfplayJob, finished_shards, run_selfplay, shard_path
+from zeroloop.pipeline.shards import SelfplayJob, finished_shards, run_selfplay, shard_path
 from zeroloop.pipeline.storage import DamagedFileError, load_shard, read_shard_meta, save_shard
 
 

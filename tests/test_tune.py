@@ -309,7 +309,7 @@ def test_tune_on_a_fresh_clone_uses_the_shipped_model(tmp_path, mlflow_db):
 
 
 def test_solver_metric_scores_the_share_of_result_keeping_moves(tmp_path):
-    from zeroloop.apps.play import SHIPPED_DIR
+    from zeroloop.pipeline.catalogue import SHIPPED_DIR
 
     model = str(SHIPPED_DIR / "tictactoe.pt")  # plays perfectly with search (0% errors in its evaluation)
     params = parse_params({**TINY, "tune": {**TINY["tune"], "metric": "solver", "solver_positions": 30,

@@ -30,7 +30,7 @@ def cmd_analyse(args: argparse.Namespace) -> int:
 def cmd_selfplay(args: argparse.Namespace) -> int:
     from zeroloop.engine.games import make_game
     from zeroloop.engine.search import SearchConfig
-    from zeroloop.pipeline.selfplay import SelfplayJob, run_selfplay
+    from zeroloop.pipeline.shards import SelfplayJob, run_selfplay
 
     try:
         game = make_game(args.game)
@@ -53,7 +53,7 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
         "wall_s": round(wall, 1), "simulations_per_s": round(stats.simulations / wall),
     }
     if args.out:
-        from zeroloop.pipeline.selfplay import write_games_jsonl
+        from zeroloop.pipeline.shards import write_games_jsonl
 
         write_games_jsonl(args.out, game, records)
         summary["written"] = args.out
@@ -62,90 +62,22 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from zeroloop.pipeline.params import ParamsError
+    from zeroloop.pipeline.tuning.run import tune
 
-    from zeroloop.pipeline.layout import Layout
-    from zeroloop.pipeline.params import ParamsError, load_params
-    from zeroloop.pipeline.process import quiet_libraries
-
-    quiet_libraries()
     try:
-        params = load_params(args.params)
-        model = None
-        if args.objective == "search":
-            model = args.model
-            if model is None:  # the pipeline's champion, else the newest generation, else the shipped model
-                from zeroloop.apps.play import list_models
-
-                found = [m for m in list_models(params.make_game()) if m.path]
-                if not found:
-                    raise FileNotFoundError(f"{Layout().champion}: no such model file (run `make repro` "
-                                            "first, "
-                                            "or pass --model)")
-                model = found[0].path
-                print(f"zeroloop tune: tuning {found[0].label}: {model}", file=sys.stderr)
-            if not Path(model).is_file():
-                raise FileNotFoundError(f"{model}: no such model file")
-            from zeroloop.pipeline.storage import load_model
-
-            load_model(model, params.make_game())  # a damaged or wrong-game model fails here, by name
+        summary = tune(args.params, objective=args.objective, trials=args.trials, storage=args.storage,
+                       study_name=args.study, model=args.model, seed=args.seed, workers=args.workers,
+                       jobs=args.jobs, log=lambda line: print(f"zeroloop tune: {line}", file=sys.stderr))
     except (ParamsError, ValueError, FileNotFoundError) as exc:
         print(f"zeroloop tune: {exc}", file=sys.stderr)
         return 2
-    from zeroloop.pipeline.tracking import StudyTracker
-    from zeroloop.pipeline.tuning.objectives import TrialSettings, default_settings
-    from zeroloop.pipeline.tuning.results import best_params_yaml, confirm_gain, save_plots
-    from zeroloop.pipeline.tuning.study import open_storage, parallel_search_study, run_search_study
-
-    study_name = args.study or f"{params.game}-{args.objective}"
-    tracker = StudyTracker.open(params, study_name, args.storage,
-                                {"objective": args.objective, "model": model or "", "seed": args.seed})
-    try:
-        if args.jobs > 1:
-            parallel_search_study(args.params, model=model, trials=args.trials, study_name=study_name,
-                                  storage=args.storage, seed=args.seed, jobs=args.jobs,
-                                  objective=args.objective)
-            import optuna
-
-            study = optuna.load_study(study_name=study_name, storage=open_storage(args.storage))
-        else:
-            study = run_search_study(params, model=model, trials=args.trials, study_name=study_name,
-                                     storage=args.storage, seed=args.seed, workers=args.workers,
-                                     tracker=tracker, objective=args.objective)
-    except ValueError as exc:
-        print(f"zeroloop tune: {exc}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
-        tracker.interrupted()
         print(f"zeroloop tune: interrupted; finished trials are stored in {args.storage}; rerun the "
-              f"same command to continue study {study_name!r}", file=sys.stderr)
+              "same command to continue the study", file=sys.stderr)
         return 130
-    out = Path("reports") / "tuning"
-    states = [t.state.name for t in study.trials]
-    best = None
-    if "COMPLETE" in states:
-        confirmed = None
-        top = study.best_trial
-        if (args.objective == "search" and params.tune.confirm_games
-                and not top.user_attrs.get("default")):
-            keys = {k: top.params[k] for k in ("c_puct", "temperature", "temperature_moves")}
-            default = next((t for t in study.trials if t.user_attrs.get("default")), None)
-            base = ({k: default.params[k] for k in keys} if default is not None
-                    else default_settings(params, "search").as_params())
-            try:
-                confirmed = confirm_gain(params, model, TrialSettings(**keys), TrialSettings(**base),
-                                         seed=args.seed, workers=args.workers)
-            except KeyboardInterrupt:
-                print("zeroloop tune: confirmation interrupted; writing the study's result without it",
-                      file=sys.stderr)
-        best = best_params_yaml(study, out / "best_params.yaml", confirmed)
-    plots = save_plots(study, out)
-    tracker.finish(best, plots + ([out / "best_params.yaml"] if best else []))
-    summary = {"study": study_name, "storage": args.storage, "trials": len(states),
-               "complete": states.count("COMPLETE"), "pruned": states.count("PRUNED"),
-               "failed": states.count("FAIL"), "best": best}
     print(json.dumps(summary, indent=2))
-    return 0 if best else 1
+    return 0 if summary["best"] else 1
 
 
 def cmd_play(args: argparse.Namespace) -> int:

@@ -4,7 +4,6 @@ session (human moves, AI moves with their search statistics, undo) shared by
 
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,10 +12,8 @@ from typing import Any
 import numpy as np
 
 from zeroloop.engine.games import Game, IllegalMoveError, State, make_game
+from zeroloop.pipeline.catalogue import ModelInfo, list_models
 from zeroloop.pipeline.storage import DamagedFileError, read_model_header
-
-#: Small models that ship with the package, so play works before any training.
-SHIPPED_DIR = Path(__file__).parents[1] / "models"  # package data: src/zeroloop/models
 
 
 class PlayError(ValueError):
@@ -25,49 +22,6 @@ class PlayError(ValueError):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    id: str  # champion | gen3 | gen3-candidate | shipped | random
-    label: str
-    path: str | None  # None: an untrained network
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "label": self.label, "path": self.path}
-
-
-def _model_game(path: Path) -> str | None:
-    try:
-        return read_model_header(path)["game"]
-    except (FileNotFoundError, DamagedFileError):
-        return None
-
-
-def list_models(game: Game, root: str | Path = ".") -> list[ModelInfo]:
-    """The models for ``game``, best guess first: the pipeline's champion, each
-    generation's best and candidate (newest first), the shipped model, and an
-    untrained network. Files for other games and damaged files are left out."""
-    root = Path(root)
-    out: list[ModelInfo] = []
-    champion = root / "models" / "champion.pt"
-    if _model_game(champion) == game.name:
-        out.append(ModelInfo("champion", "champion (the pipeline's best)", str(champion)))
-    gens = []
-    for d in (root / "models" / "generations").glob("gen_*"):
-        if m := re.fullmatch(r"gen_(\d+)", d.name):
-            gens.append((int(m.group(1)), d))
-    for g, d in sorted(gens, reverse=True):
-        for kind, suffix, label in (("best", "", "best after gate"),
-                                    ("candidate", "-candidate", "candidate")):
-            path = d / f"{kind}.pt"
-            if _model_game(path) == game.name:
-                out.append(ModelInfo(f"gen{g}{suffix}", f"generation {g} ({label})", str(path)))
-    shipped = SHIPPED_DIR / f"{game.name}.pt"
-    if _model_game(shipped) == game.name:
-        out.append(ModelInfo("shipped", "shipped model (trained with zeroloop)", str(shipped)))
-    out.append(ModelInfo("random", "untrained network", None))
-    return out
 
 
 def resolve_model(game: Game, model: str | None, root: str | Path = ".", allow_paths: bool = True

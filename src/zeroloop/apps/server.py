@@ -22,9 +22,10 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from zeroloop.apps.play import NetCache, PlayError, PlaySession, list_models, new_session
+from zeroloop.apps.play import NetCache, PlayError, PlaySession, new_session
 from zeroloop.apps.records import list_records, load_record
 from zeroloop.engine.games import make_game
+from zeroloop.pipeline.catalogue import list_models
 
 WEB_DIR = Path(__file__).parent / "web"
 

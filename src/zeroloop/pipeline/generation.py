@@ -20,7 +20,7 @@ from zeroloop.engine.selfplay import arrays_to_records
 from zeroloop.pipeline.layout import Layout, derive_seed
 from zeroloop.pipeline.matches import PlayerSpec, play_match
 from zeroloop.pipeline.params import Params
-from zeroloop.pipeline.selfplay import SelfplayJob, run_selfplay, shard_path
+from zeroloop.pipeline.shards import SelfplayJob, run_selfplay, shard_path
 from zeroloop.pipeline.storage import (
     DamagedFileError,
     atomic_write_bytes,

@@ -10,7 +10,7 @@ gives the library object: the one seam from params.yaml to the code.
 |------------|-------------------------------------------------|
 | ``net``    | :class:`zeroloop.engine.nn.NetConfig`           |
 | ``mcts``   | :class:`zeroloop.engine.search.SearchConfig`    |
-| ``selfplay`` | :class:`zeroloop.pipeline.selfplay.SelfplayConfig` |
+| ``selfplay`` | :class:`zeroloop.pipeline.shards.SelfplayConfig` |
 | ``train``  | :class:`zeroloop.pipeline.training.config.TrainConfig` |
 | ``gate``, ``evaluate`` | :class:`zeroloop.pipeline.matches.MatchConfig` plus their own keys |
 | ``gate.sprt`` | :class:`zeroloop.engine.rating.SPRT` plus ``enabled`` |
@@ -36,7 +36,7 @@ from zeroloop.engine.nn import NetConfig
 from zeroloop.engine.rating import SPRT
 from zeroloop.engine.search import SearchConfig
 from zeroloop.pipeline.matches import MatchConfig, even_games
-from zeroloop.pipeline.selfplay import SelfplayConfig
+from zeroloop.pipeline.shards import SelfplayConfig
 from zeroloop.pipeline.training.config import TrainConfig
 
 

@@ -1,0 +1,93 @@
+"""``zeroloop tune`` from start to end: pick the model, run (or resume) the
+study, confirm the best settings on fresh openings, write the results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+#: Where best_params.yaml and the plots go.
+TUNING_DIR = Path("reports") / "tuning"
+
+
+def choose_model(params, model: str | None, log: Callable[[str], None]) -> str:
+    """``model``, or the pipeline's champion, else the newest generation's best,
+    else the model shipped for the game; checked (game, damage) by name."""
+    from zeroloop.pipeline.catalogue import list_models
+    from zeroloop.pipeline.layout import Layout
+    from zeroloop.pipeline.storage import load_model
+
+    if model is None:
+        found = [m for m in list_models(params.make_game()) if m.path]
+        if not found:
+            raise FileNotFoundError(f"{Layout().champion}: no such model file (run `make repro` first, "
+                                    "or pass --model)")
+        model = found[0].path
+        log(f"tuning {found[0].label}: {model}")
+    if not Path(model).is_file():
+        raise FileNotFoundError(f"{model}: no such model file")
+    load_model(model, params.make_game())  # a damaged or wrong-game model fails here, by name
+    return model
+
+
+def tune(params_file: str, *, objective: str, trials: int, storage: str, study_name: str | None = None,
+         model: str | None = None, seed: int = 0, workers: int | None = None, jobs: int = 1,
+         out_dir: Path = TUNING_DIR, log: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
+    """Run ``trials`` trials of the study and write its results; returns a
+    summary (trial counts and ``best``, None when no trial completed).
+
+    Raises ParamsError / ValueError / FileNotFoundError with one-line messages
+    for bad input; KeyboardInterrupt leaves the storage and MLflow consistent.
+    """
+    from zeroloop.pipeline.params import load_params
+    from zeroloop.pipeline.process import quiet_libraries
+    from zeroloop.pipeline.tracking import StudyTracker
+    from zeroloop.pipeline.tuning.objectives import TrialSettings, default_settings
+    from zeroloop.pipeline.tuning.results import best_params_yaml, confirm_gain, save_plots
+    from zeroloop.pipeline.tuning.study import open_storage, parallel_search_study, run_search_study
+
+    quiet_libraries()
+    params = load_params(params_file)
+    if objective == "search":
+        model = choose_model(params, model, log)
+    else:
+        model = None
+    study_name = study_name or f"{params.game}-{objective}"
+    tracker = StudyTracker.open(params, study_name, storage,
+                                {"objective": objective, "model": model or "", "seed": seed})
+    try:
+        if jobs > 1:
+            import optuna
+
+            parallel_search_study(params_file, model=model, trials=trials, study_name=study_name,
+                                  storage=storage, seed=seed, jobs=jobs, objective=objective)
+            study = optuna.load_study(study_name=study_name, storage=open_storage(storage))
+        else:
+            study = run_search_study(params, model=model, trials=trials, study_name=study_name,
+                                     storage=storage, seed=seed, workers=workers, tracker=tracker,
+                                     objective=objective)
+    except KeyboardInterrupt:
+        tracker.interrupted()
+        raise
+    states = [t.state.name for t in study.trials]
+    best = None
+    if "COMPLETE" in states:
+        confirmed = None
+        top = study.best_trial
+        if objective == "search" and params.tune.confirm_games and not top.user_attrs.get("default"):
+            keys = {k: top.params[k] for k in ("c_puct", "temperature", "temperature_moves")}
+            default = next((t for t in study.trials if t.user_attrs.get("default")), None)
+            base = ({k: default.params[k] for k in keys} if default is not None
+                    else default_settings(params, "search").as_params())
+            try:
+                confirmed = confirm_gain(params, model, TrialSettings(**keys), TrialSettings(**base),
+                                         seed=seed, workers=workers)
+            except KeyboardInterrupt:
+                log("confirmation interrupted; writing the study's result without it")
+        best = best_params_yaml(study, out_dir / "best_params.yaml", confirmed)
+    plots = save_plots(study, out_dir)
+    tracker.finish(best, plots + ([out_dir / "best_params.yaml"] if best else []))
+    return {"study": study_name, "storage": storage, "trials": len(states),
+            "complete": states.count("COMPLETE"), "pruned": states.count("PRUNED"),
+            "failed": states.count("FAIL"), "best": best}
