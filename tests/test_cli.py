@@ -78,3 +78,20 @@ def test_selfplay_command(tmp_path):
 def test_help_lists_commands():
     out = run_cli("--help")
     assert out.returncode == 0 and "analyse" in out.stdout and "selfplay" in out.stdout
+
+
+def test_bad_arguments_get_one_line_and_exit_2(tmp_path):
+    cases = [
+        (["analyse", "--game", "tictactoe", "--sims", "999999999"],
+         "mcts.simulations=999999999: must be <= 100000"),
+        (["analyse", "--game", "tictactoe", "--model", str(tmp_path)], "is a directory, not a model file"),
+        (["analyse", "--game", "tictactoe", "--device", "banana"], "device 'banana': expected auto, cpu"),
+        (["play", "--game", "tictactoe", "--device", "banana"], "device 'banana': expected auto, cpu"),
+        (["serve", "--port", "99999"], "--port 99999: must be 1-65535"),
+    ]
+    if not torch.cuda.is_available():
+        cases.append((["play", "--game", "tictactoe", "--device", "cuda:7"], "torch sees no CUDA device"))
+    for args, expected in cases:
+        out = run_cli(*args, stdin="\n")
+        assert out.returncode == 2, (args, out.stderr[-2000:])
+        assert "Traceback" not in out.stderr and expected in out.stderr, (args, out.stderr[-2000:])

@@ -49,3 +49,65 @@ def test_generation_missing_from_params_is_reported(tmp_path):
     assert out.returncode == 2 and "generation 7 is not in params.yaml" in out.stderr
     out = stage(tmp_path, "selfplay", "--gen", "1")
     assert out.returncode == 2 and "needs --prev" in out.stderr
+
+
+def _full(tmp_path, **changes):
+    """A complete tiny tic-tac-toe params.yaml (every section written out)."""
+    data = parse_params({"game": "tictactoe", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+                         "mcts": {"simulations": 4}, "selfplay": {"games": 4, "shard_games": 2},
+                         "train": {"epochs": 1, "batch_size": 8},
+                         "generations": {"1": {"prev": 0}, "2": {"prev": 1}}, "runtime": {"workers": 1},
+                         **changes}).to_yaml_data()
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+    return data
+
+
+def test_a_missing_section_stops_the_stage_instead_of_falling_back_to_defaults(tmp_path):
+    data = _full(tmp_path)
+    assert stage(tmp_path, "init").returncode == 0
+    del data["selfplay"]
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+    out = stage(tmp_path, "selfplay", "--gen", "1", "--prev", "0")
+    assert out.returncode == 2
+    assert "params.yaml: section 'selfplay' is missing" in out.stderr
+    # nothing played, nothing logged (no MLflow parent left RUNNING)
+    assert not (tmp_path / "data/gen_1").exists() and not (tmp_path / "mlflow.db").exists()
+    (tmp_path / "params.yaml").write_text("")
+    out = stage(tmp_path, "init")
+    assert out.returncode == 2 and "params.yaml: empty" in out.stderr
+
+
+def test_prev_must_match_the_generation_chain(tmp_path):
+    _full(tmp_path)
+    out = stage(tmp_path, "selfplay", "--gen", "2", "--prev", "0")
+    assert out.returncode == 2
+    assert "--prev 0 does not match params.yaml: generation 2 follows generation 1" in out.stderr
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_manifest_that_lost_a_shard_entry_is_refused(tmp_path, mlflow_db):
+    import json
+    import shutil
+
+    _full(tmp_path)
+    env_db = {"MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
+    for args in (["init"], ["selfplay", "--gen", "1", "--prev", "0"]):
+        out = subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300,
+                             env={**__import__("os").environ, **env_db})
+        assert out.returncode == 0, out.stderr
+    manifest = tmp_path / "data/gen_1/manifest.json"
+    good = manifest.read_text()
+    data = json.loads(good)
+    data["shards"].pop("shard_00001.zls")
+    manifest.write_text(json.dumps(data))
+    out = stage(tmp_path, "train", "--gen", "1", "--prev", "0")
+    assert out.returncode == 2
+    assert ("data/gen_1/manifest.json: lists 1 shards, but 4 games in shards of 2 make 2 "
+            "(missing shard_00001.zls)") in out.stderr
+    del data["shards"]
+    manifest.write_text(json.dumps(data))
+    out = stage(tmp_path, "train", "--gen", "1", "--prev", "0")
+    assert out.returncode == 2 and "manifest.json: not a self-play manifest" in out.stderr
+    assert not (tmp_path / "models/generations/gen_1/candidate.pt").exists()
+    shutil.rmtree(tmp_path / "data/gen_1")

@@ -342,3 +342,37 @@ def test_solver_metric_needs_a_solver_for_the_game(tmp_path):
     with pytest.raises(ValueError, match="tune.metric: solver needs a perfect player for gomoku"):
         tstudy.run_search_study(params, model="x.pt", trials=1, study_name="g",
                               storage=f"sqlite:///{tmp_path / 'o.db'}")
+
+
+def test_same_study_name_in_two_storages_gets_two_mlflow_parents(tmp_path, mlflow_db):
+    from mlflow.tracking import MlflowClient
+
+    data = parse_params({**TINY, "tune": {**TINY["tune"], "confirm_games": 0}}).to_yaml_data()
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
+    for storage in ("sqlite:///a.db", "sqlite:///b.db"):
+        out = subprocess.run([_zeroloop_bin(), "tune", "--trials", "1", "--workers", "1", "--study", "same",
+                              "--storage", storage], cwd=tmp_path, env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr
+    client = MlflowClient(f"sqlite:///{mlflow_db}")
+    runs = client.search_runs([client.get_experiment_by_name("tune-test").experiment_id])
+    parents = [r for r in runs if r.data.tags.get("zeroloop.study") == "same"]
+    assert sorted(r.data.tags["optuna.storage"] for r in parents) == [
+        f"sqlite:///{tmp_path / 'a.db'}", f"sqlite:///{tmp_path / 'b.db'}"]
+    for p in parents:  # each parent holds its own trial 0 only
+        kids = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == p.info.run_id]
+        assert [k.info.run_name for k in kids] == ["trial-0"]
+
+
+def test_a_bad_storage_url_is_one_line_and_logs_nothing(tmp_path, mlflow_db):
+    from mlflow.tracking import MlflowClient
+
+    data = parse_params(TINY).to_yaml_data()
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
+    out = subprocess.run([_zeroloop_bin(), "tune", "--trials", "1", "--storage", "bogus://x"], cwd=tmp_path,
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "--storage 'bogus://x': cannot open it" in out.stderr
+    assert MlflowClient(f"sqlite:///{mlflow_db}").get_experiment_by_name("tune-test") is None

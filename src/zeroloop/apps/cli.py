@@ -103,7 +103,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"zeroloop serve: listening on {args.host}: anyone who can reach it can play and read "
               "your recorded games", file=sys.stderr)
     print(f"zeroloop: open http://{args.host}:{args.port}/ (Ctrl-C stops)", file=sys.stderr)
-    serve(args.host, args.port, args.root, args.device)
+    try:
+        serve(args.host, args.port, args.root, args.device)
+    except OSError as exc:  # the port is taken, the address is not this machine's, ...
+        print(f"zeroloop serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 2
     return 0
 
 
@@ -214,11 +219,29 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _argument_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with arguments argparse cannot check by itself, or None."""
+    if getattr(args, "device", None) is not None:
+        from zeroloop.engine.nn import resolve_device
+
+        try:
+            resolve_device(args.device)
+        except ValueError as exc:
+            return str(exc)
+    if args.command == "serve" and not 1 <= args.port <= 65535:
+        return f"--port {args.port}: must be 1-65535"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from zeroloop.pipeline.process import init_worker_threads
 
     init_worker_threads()  # one torch thread per process; parallelism comes from processes
+    problem = _argument_problem(args)
+    if problem:
+        print(f"zeroloop {args.command}: {problem}", file=sys.stderr)
+        return 2
     if args.command == "tune" and (args.trials < 1 or args.jobs < 1):
         print("zeroloop tune: --trials and --jobs must be >= 1", file=sys.stderr)
         return 2

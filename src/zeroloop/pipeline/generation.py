@@ -20,7 +20,7 @@ from zeroloop.engine.selfplay import arrays_to_records
 from zeroloop.pipeline.layout import Layout, derive_seed
 from zeroloop.pipeline.matches import PlayerSpec, play_match
 from zeroloop.pipeline.params import Params
-from zeroloop.pipeline.shards import SelfplayJob, run_selfplay, shard_path
+from zeroloop.pipeline.shards import SelfplayJob, read_manifest, run_selfplay, shard_path
 from zeroloop.pipeline.storage import (
     DamagedFileError,
     atomic_write_bytes,
@@ -122,7 +122,7 @@ def replay_window(p: Params, layout: Layout, gen: int, prev: int) -> list[dict]:
     their checksums), so a generation depends on its predecessor's manifest
     rather than on a variable number of directories."""
     newest = {"generation": gen, "dir": str(layout.data(gen)),
-              "shards": read_json(layout.data(gen) / "manifest.json")["shards"]}
+              "shards": read_manifest(layout.data(gen) / "manifest.json")["shards"]}
     older = read_json(layout.replay_manifest(prev))["window"]
     return [newest] + older[:p.train.replay_generations - 1]
 

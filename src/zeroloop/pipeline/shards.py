@@ -146,6 +146,32 @@ def shard_path(directory: str | Path, index: int) -> Path:
     return Path(directory) / f"shard_{index:05d}.zls"
 
 
+def read_manifest(path: str | Path) -> dict:
+    """A generation's manifest, checked against itself: it names exactly the
+    shards its job makes (``identity``: games in shards of ``shard_games``),
+    each with a checksum. A manifest that lost or gained an entry, or lacks a
+    field, raises DamagedFileError naming the file and what is wrong."""
+    from zeroloop.pipeline.storage import read_json
+
+    data = read_json(path)
+    try:
+        shards, identity = data["shards"], data["identity"]
+        games, per = int(identity["games"]), int(identity["shard_games"])
+    except (KeyError, TypeError, ValueError):
+        raise DamagedFileError(f"{path}: not a self-play manifest (needs shards and identity.games, "
+                               "identity.shard_games)") from None
+    if not isinstance(shards, dict) or not all(isinstance(v, str) for v in shards.values()):
+        raise DamagedFileError(f"{path}: shards must map file names to checksums")
+    expected = {shard_path(".", i).name for i in range(-(-games // per))}
+    if set(shards) != expected:
+        missing, extra = sorted(expected - set(shards)), sorted(set(shards) - expected)
+        what = "; ".join(filter(None, [missing and f"missing {', '.join(missing)}",
+                                       extra and f"unexpected {', '.join(extra)}"]))
+        raise DamagedFileError(f"{path}: lists {len(shards)} shards, but {games} games in shards of {per} "
+                               f"make {len(expected)} ({what})")
+    return data
+
+
 def finished_shards(job: SelfplayJob, directory: str | Path, identity: dict | None = None) -> set[int]:
     """Indices of shards in ``directory`` that are whole and were made by this
     exact job. Damaged or foreign shards are deleted."""

@@ -102,6 +102,10 @@ def _read_checked(path: Path, magic: bytes, kind: str) -> tuple[dict[str, Any], 
         raw = path.read_bytes()
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such {kind} file") from None
+    except IsADirectoryError:
+        raise FileNotFoundError(f"{path}: is a directory, not a {kind} file") from None
+    except PermissionError:
+        raise FileNotFoundError(f"{path}: cannot be read (permission denied)") from None
     if not raw.startswith(magic):
         raise DamagedFileError(f"{path}: not a zeroloop {kind} file (bad magic)")
     rest = raw[len(magic):]

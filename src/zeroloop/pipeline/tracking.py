@@ -32,6 +32,7 @@ GENERATION = "zeroloop.generation"
 PARENT = "mlflow.parentRunId"
 ALIAS = "champion"
 STUDY_TAG = "zeroloop.study"
+STORAGE_TAG = "optuna.storage"
 
 
 def repo_root() -> Path:
@@ -184,6 +185,20 @@ class TrialRun:
             self._on_end(self.run_id)
 
 
+def storage_key(url: str) -> str:
+    """An Optuna storage URL that names one storage wherever it is used from:
+    file paths (sqlite, journal) made absolute, a password left out."""
+    if url.startswith("journal:"):
+        return "journal:" + os.path.abspath(url.removeprefix("journal:"))
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        return "sqlite:///" + os.path.abspath(url.removeprefix("sqlite:///"))
+    scheme, sep, rest = url.partition("://")
+    if sep and "@" in rest.split("/", 1)[0]:
+        creds, host = rest.split("@", 1)
+        return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
+    return url
+
+
 class StudyTracker:
     """An MLflow parent run per Optuna study (found by the tag ``zeroloop.study``)
     with one nested run per trial."""
@@ -202,14 +217,16 @@ class StudyTracker:
         exp = client.get_experiment_by_name(name)
         exp_id = exp.experiment_id if exp else client.create_experiment(
             name, artifact_location=artifact_location())
-        found = client.search_runs([exp_id], filter_string=f"tags.`{STUDY_TAG}` = '{study_name}'",
-                                   max_results=1)
+        where = storage_key(storage)  # the same study name in another storage is another study
+        found = client.search_runs(
+            [exp_id], filter_string=f"tags.`{STUDY_TAG}` = '{study_name}' and tags.`{STORAGE_TAG}` = '{where}'",
+            max_results=1)
         if found:  # a resumed study: its trials go on under the same parent run
             parent = found[0].info.run_id
             client.update_run(parent, status="RUNNING")
         else:
             run = client.create_run(exp_id, run_name=f"tune-{study_name}",
-                                    tags={STUDY_TAG: study_name, "optuna.storage": storage,
+                                    tags={STUDY_TAG: study_name, STORAGE_TAG: where,
                                           "zeroloop.game": params.game})
             parent = run.info.run_id
             flat = {f"tune.{k}": v for k, v in _flat(params.tune.model_dump()).items()}

@@ -65,8 +65,17 @@ def parse_params(data: Any, source: str = "params.yaml") -> Params:
         raise ParamsError("; ".join(lines) + more) from None
 
 
-def load_params(path: str | Path = "params.yaml") -> Params:
-    """Read and validate params.yaml; raises :class:`ParamsError` (one line)."""
+#: Sections that decide results: a stage refuses a params.yaml that leaves one out, rather than
+#: quietly using defaults (DVC would not see the difference, and the outputs would lie).
+RESULT_SECTIONS = ("game", "seed", "net", "mcts", "selfplay", "train", "gate", "evaluate", "generations")
+
+
+def load_params(path: str | Path = "params.yaml", *, complete: bool = False) -> Params:
+    """Read and validate params.yaml; raises :class:`ParamsError` (one line).
+
+    ``complete``: every section of :data:`RESULT_SECTIONS` must be written out
+    (what the stages ask for); keys inside a section default to the library's
+    documented defaults."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -78,4 +87,12 @@ def load_params(path: str | Path = "params.yaml") -> Params:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise ParamsError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
-    return parse_params(data, str(path))
+    params = parse_params(data, str(path))
+    if complete:
+        if not data:
+            raise ParamsError(f"{path}: empty; start from a preset, e.g. cp presets/tictactoe.yaml {path}")
+        missing = [s for s in RESULT_SECTIONS if isinstance(data, dict) and s not in data]
+        if missing:
+            raise ParamsError(f"{path}: section {missing[0]!r} is missing; every section that decides results "
+                              f"must be written out ({', '.join(RESULT_SECTIONS)})")
+    return params

@@ -32,6 +32,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.gen is not None and args.gen not in params.generations:
             raise ValueError(f"generation {args.gen} is not in {args.params} (generations: "
                              f"{', '.join(map(str, sorted(params.generations)))})")
+        if args.prev is not None and args.prev != params.generations[args.gen].prev:
+            raise ValueError(f"--prev {args.prev} does not match {args.params}: generation {args.gen} "
+                             f"follows generation {params.generations[args.gen].prev}")
         if args.stage in ("selfplay", "train", "gate"):
             module.run(params, args.gen, args.prev)
         elif args.stage == "evaluate":

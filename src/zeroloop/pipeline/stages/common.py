@@ -26,7 +26,7 @@ def run_stage(name: str, body: Callable[[Params], None], params_file: str = PARA
     """Load params, run the stage body, map expected failures to exit 2."""
     setup_process()
     try:
-        params = load_params(params_file)
+        params = load_params(params_file, complete=True)
         body(params)
     except (ParamsError, DamagedFileError, FileNotFoundError, ValueError) as exc:
         if os.environ.get("ZEROLOOP_DEBUG"):

@@ -31,6 +31,20 @@ def choose_model(params, model: str | None, log: Callable[[str], None]) -> str:
     return model
 
 
+def check_storage(url: str) -> None:
+    """Open the Optuna storage once, so a bad URL fails before anything is
+    logged; ValueError naming the URL."""
+    import optuna
+
+    from zeroloop.pipeline.tuning.study import open_storage
+
+    try:
+        optuna.storages.get_storage(open_storage(url))
+    except Exception as exc:  # noqa: BLE001 - SQLAlchemy, journal and plugin errors alike
+        raise ValueError(f"--storage {url!r}: cannot open it ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else exc})") from None
+
+
 def tune(params_file: str, *, objective: str, trials: int, storage: str, study_name: str | None = None,
          model: str | None = None, seed: int = 0, workers: int | None = None, jobs: int = 1,
          out_dir: Path = TUNING_DIR, log: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
@@ -53,6 +67,7 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
         model = choose_model(params, model, log)
     else:
         model = None
+    check_storage(storage)
     study_name = study_name or f"{params.game}-{objective}"
     tracker = StudyTracker.open(params, study_name, storage,
                                 {"objective": objective, "model": model or "", "seed": seed})
