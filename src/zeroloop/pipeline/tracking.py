@@ -218,9 +218,8 @@ class StudyTracker:
         exp_id = exp.experiment_id if exp else client.create_experiment(
             name, artifact_location=artifact_location())
         where = storage_key(storage)  # the same study name in another storage is another study
-        found = client.search_runs(
-            [exp_id], filter_string=f"tags.`{STUDY_TAG}` = '{study_name}' and tags.`{STORAGE_TAG}` = '{where}'",
-            max_results=1)
+        query = f"tags.`{STUDY_TAG}` = '{study_name}' and tags.`{STORAGE_TAG}` = '{where}'"
+        found = client.search_runs([exp_id], filter_string=query, max_results=1)
         if found:  # a resumed study: its trials go on under the same parent run
             parent = found[0].info.run_id
             client.update_run(parent, status="RUNNING")

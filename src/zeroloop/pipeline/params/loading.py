@@ -93,6 +93,6 @@ def load_params(path: str | Path = "params.yaml", *, complete: bool = False) -> 
             raise ParamsError(f"{path}: empty; start from a preset, e.g. cp presets/tictactoe.yaml {path}")
         missing = [s for s in RESULT_SECTIONS if isinstance(data, dict) and s not in data]
         if missing:
-            raise ParamsError(f"{path}: section {missing[0]!r} is missing; every section that decides results "
-                              f"must be written out ({', '.join(RESULT_SECTIONS)})")
+            raise ParamsError(f"{path}: section {missing[0]!r} is missing; every section that decides "
+                              f"results must be written out ({', '.join(RESULT_SECTIONS)})")
     return params
