@@ -151,3 +151,22 @@ def test_terminal_bad_arguments():
     assert out.returncode == 2 and "unknown model 'gen3'" in out.stderr
     out = _play("--game", "tictactoe", "--human-first", "--ai-first", stdin="")
     assert out.returncode == 2 and "not allowed with argument" in out.stderr
+
+
+def test_a_search_in_chunks_is_the_search_in_one_go_and_can_be_cancelled(tmp_path, monkeypatch):
+    import threading
+
+    import zeroloop.apps.play as play
+
+    def ai_info(chunk):
+        monkeypatch.setattr(play, "SEARCH_CHUNK", chunk)
+        s = new_session("connect4", "shipped", sims=300, human_first=False, root=tmp_path)
+        return s.ai_move()
+
+    assert ai_info(7) == ai_info(10_000)  # same visits, value and move
+    s = new_session("connect4", "shipped", sims=300, human_first=False, root=tmp_path)
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(PlayError, match="cancelled") as err:
+        s.ai_move(cancel)
+    assert err.value.status == 499 and s.actions == []

@@ -172,8 +172,14 @@ def test_damaged_or_malformed_record_files_are_named(client, tmp_path):
     d = tmp_path / "data/gen_1"
     d.mkdir(parents=True)
     save_shard(d / "shard_00000.zls", {"actions": np.zeros(3)}, {"games": 1})
-    (d / "manifest.json").write_text('{"game": "tictactoe", "shards": {"shard_00000.zls": "x"}}')
+    (d / "manifest.json").write_text('{"game": "tictactoe", "identity": {"games": 1, "shard_games": 1}, '
+                                     '"shards": {"shard_00000.zls": "x"}}')
     raw = bytearray((d / "shard_00000.zls").read_bytes())
     raw[-3] ^= 0xFF
     (d / "shard_00000.zls").write_bytes(bytes(raw))
     _error(client.get("/api/records/selfplay-1?index=0"), 422, "checksum mismatch")
+    # a manifest that points outside its directory is refused before any file is opened
+    (d / "manifest.json").write_text('{"game": "tictactoe", "identity": {"games": 1, "shard_games": 1}, '
+                                     '"shards": {"../../models/champion.pt": "x"}}')
+    _error(client.get("/api/records/selfplay-1?index=0"), 422,
+           "unexpected ../../models/champion.pt")

@@ -104,7 +104,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
               "your recorded games", file=sys.stderr)
     print(f"zeroloop: open http://{args.host}:{args.port}/ (Ctrl-C stops)", file=sys.stderr)
     try:
-        serve(args.host, args.port, args.root, args.device)
+        serve(args.host, args.port, args.root, args.device, args.max_searches)
     except OSError as exc:  # the port is taken, the address is not this machine's, ...
         print(f"zeroloop serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
               file=sys.stderr)
@@ -215,6 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     sv.add_argument("--root", default=".", help="project directory with models/, data/, reports/ (default .)")
     sv.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
+    sv.add_argument("--max-searches", type=int, default=None,
+                    help="AI moves searched at once (default: one per core); more get 503 + Retry-After")
     sv.set_defaults(func=cmd_serve)
     return p
 
@@ -230,6 +232,8 @@ def _argument_problem(args: argparse.Namespace) -> str | None:
             return str(exc)
     if args.command == "serve" and not 1 <= args.port <= 65535:
         return f"--port {args.port}: must be 1-65535"
+    if args.command == "serve" and args.max_searches is not None and args.max_searches < 1:
+        return f"--max-searches {args.max_searches}: must be >= 1"
     return None
 
 

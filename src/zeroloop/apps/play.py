@@ -93,6 +93,10 @@ def board_view(game: Game, state: State) -> dict[str, Any]:
             "result": game.describe_outcome(state) if state.outcome is not None else None}
 
 
+#: Simulations between two checks for a cancelled search.
+SEARCH_CHUNK = 256
+
+
 @dataclass
 class PlaySession:
     """One game of a human against a searching model (temperature 0, no noise)."""
@@ -109,12 +113,10 @@ class PlaySession:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
-        from zeroloop.engine.search import BatchedMCTS, SearchConfig
-
         if not self.states:
             self.states = [self.game.initial_state()]
-        self.search = BatchedMCTS(self.game, self.evaluator, SearchConfig(simulations=self.sims), 1,
-                                  rng=np.random.default_rng(self.seed))
+        # the search tree is built for each AI move and dropped after it: an idle game holds no tree
+        self.rng = np.random.default_rng(self.seed)
 
     @property
     def state(self) -> State:
@@ -153,16 +155,31 @@ class PlaySession:
         self.actions.append(action)
         return action
 
-    def ai_move(self) -> dict[str, Any]:
+    def ai_move(self, cancel: threading.Event | None = None) -> dict[str, Any]:
         """Search, play the most-visited move, and return what the search saw:
-        the value for the AI (-1..1) and the visit share of each legal move."""
+        the value for the AI (-1..1) and the visit share of each legal move.
+
+        The search runs in chunks of :data:`SEARCH_CHUNK` simulations (the same
+        tree as one call); when ``cancel`` is set between two chunks it stops
+        with a 499 PlayError and no move is played."""
         self._check_running()
         if self.human_to_move:
             raise PlayError("it is your turn, not the AI's", 409)
-        from zeroloop.engine.players import search_position
+        from zeroloop.engine.search import BatchedMCTS, SearchConfig
 
         g, state = self.game, self.state
-        best, res, legal = search_position(self.search, g, state)
+        search = BatchedMCTS(g, self.evaluator, SearchConfig(simulations=self.sims), 1, rng=self.rng)
+        search.set_root(0, state)
+        done = 0
+        while done < self.sims:
+            if cancel is not None and cancel.is_set():
+                raise PlayError("the search was cancelled (the client went away)", 499)
+            n = min(SEARCH_CHUNK, self.sims - done)
+            res = search.search([0], simulations=n)
+            done += n
+        del search  # the tree: up to ~30 MB at 20000 simulations in Othello
+        legal = np.flatnonzero(g.legal_mask(state))
+        best = int(legal[np.argmax(res.visits[0][legal])])
         visits, q = res.visits[0], res.q[0]
         total = float(visits[legal].sum()) or 1.0
         info = {

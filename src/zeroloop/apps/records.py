@@ -13,6 +13,7 @@ import numpy as np
 
 from zeroloop.apps.play import PlayError, board_view, move_cell
 from zeroloop.engine.games import make_game
+from zeroloop.pipeline.shards import read_manifest
 from zeroloop.pipeline.storage import DamagedFileError, load_shard, read_shard_meta
 
 
@@ -24,11 +25,15 @@ def _generations(base: Path) -> list[tuple[int, Path]]:
     return sorted(out)
 
 
-def _selfplay_shards(d: Path) -> list[Path]:
-    manifest = d / "manifest.json"
+def _selfplay_shards(d: Path, strict: bool = False) -> list[Path]:
+    """The shards a generation's manifest lists, always inside ``d``: the
+    manifest must name exactly its job's ``shard_NNNNN.zls`` files. A missing
+    or malformed manifest gives [] (``strict``: the error naming it)."""
     try:
-        names = sorted(json.loads(manifest.read_text())["shards"])
-    except (OSError, ValueError, KeyError):
+        names = sorted(read_manifest(d / "manifest.json")["shards"])
+    except (FileNotFoundError, DamagedFileError):
+        if strict:
+            raise
         return []
     return [d / n for n in names]
 
@@ -87,9 +92,9 @@ def _load_record(root: Path, record_id: str, index: int) -> dict[str, Any]:
     shares: list[list[float] | None]
     if kind == "selfplay":
         d = root / "data" / f"gen_{gen}"
-        shards = _selfplay_shards(d)
-        if not shards:
+        if not (d / "manifest.json").exists():
             raise PlayError(f"no self-play games for generation {gen} in {d}", 404)
+        shards = _selfplay_shards(d, strict=True)
         game_name = json.loads((d / "manifest.json").read_text())["game"]
         from zeroloop.engine.selfplay import arrays_to_records
 

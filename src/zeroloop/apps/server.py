@@ -4,11 +4,18 @@ through recorded games, and the JSON API behind it (FastAPI).
 Every error is a 4xx with ``{"error": "..."}`` naming what was wrong: an
 illegal or malformed move, a move in a finished game or out of turn, an
 unknown game, model, session or record, a body that is not JSON or has
-wrong or unknown fields.
+wrong or unknown fields, or one that is too large.
+
+Searches are bounded: at most ``max_searches`` AI moves search at once (one
+per core by default), a further one is answered 503 with ``Retry-After`` at
+once, so a burst of AI requests cannot starve the rest of the API; a client
+that disconnects cancels its search and its move is not played. A game holds
+no search tree between moves.
 """
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 import threading
 from collections import OrderedDict
@@ -18,6 +25,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
+from starlette.concurrency import run_in_threadpool
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -28,6 +36,11 @@ from zeroloop.engine.games import make_game
 from zeroloop.pipeline.catalogue import list_models
 
 WEB_DIR = Path(__file__).parent / "web"
+
+#: Longest move text accepted ("c10", "pass"): longer strings are refused, never echoed back.
+MAX_MOVE_CHARS = 16
+#: Largest request body accepted, in bytes (a request here is a few dozen).
+MAX_BODY_BYTES = 16 * 1024
 
 #: The games the page offers, in this order.
 PLAYABLE = {
@@ -51,7 +64,21 @@ class NewGame(_Body):
 
 
 class Move(_Body):
-    move: str = Field(description="the move in the game's notation: '5' (tic-tac-toe), '4' (Connect Four)")
+    move: str = Field(max_length=MAX_MOVE_CHARS,
+                      description="the move in the game's notation: '5' (tic-tac-toe), '4' (Connect Four)")
+
+
+class ErrorBody(BaseModel):
+    error: str = Field(description="what was wrong, in one line")
+
+
+def _errors(*codes: int) -> dict[int, dict[str, Any]]:
+    """OpenAPI entries for the error responses an endpoint can give."""
+    what = {400: "illegal or malformed move", 404: "unknown game, model, session or record",
+            409: "out of turn, after the end, or nothing to undo", 413: "request body too large",
+            422: "body that is not JSON or has wrong, missing or unknown fields; damaged record",
+            499: "the client went away during the search", 503: "all search slots busy; retry"}
+    return {c: {"model": ErrorBody, "description": what[c]} for c in codes}
 
 
 class Sessions:
@@ -79,6 +106,57 @@ class Sessions:
             return session
 
 
+class _TooLarge(Exception):
+    pass
+
+
+class BodyLimit:
+    """Refuses request bodies over ``limit`` bytes with a 413, by the declared
+    length or, for a chunked body, as it arrives. Plain ASGI (not Starlette's
+    BaseHTTPMiddleware), so handlers still see the client disconnect."""
+
+    def __init__(self, app, limit: int) -> None:
+        self.app, self.limit = app, limit
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
+            await self._refuse(send)
+            return
+        seen = 0
+        started = False
+
+        async def counted_receive():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.limit:
+                    raise _TooLarge
+            return message
+
+        async def tracked_send(message):
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, tracked_send)
+        except _TooLarge:
+            if not started:
+                await self._refuse(send)
+
+    async def _refuse(self, send) -> None:
+        body = JSONResponse({"error": f"request body too large (at most {self.limit} bytes)"}).body
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
 def _validation_message(exc: RequestValidationError) -> str:
     parts = []
     for err in exc.errors():
@@ -92,14 +170,20 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0) -> FastAPI:
+def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0,
+               max_searches: int | None = None) -> FastAPI:
     """The app; ``root`` is the project directory whose ``models/``, ``data/``
-    and ``reports/`` it serves."""
+    and ``reports/`` it serves; ``max_searches`` AI searches run at once
+    (default: one per core)."""
+    from zeroloop.pipeline.workers import default_workers
+
     root = Path(root)
     app = FastAPI(title="zeroloop", description="Play zeroloop models and view recorded games.",
                   version="1")
     nets = NetCache(device)
     sessions = Sessions()
+    slots = threading.BoundedSemaphore(max_searches or default_workers())
+    app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
 
     @app.exception_handler(PlayError)
     async def _play_error(request: Request, exc: PlayError) -> JSONResponse:
@@ -120,7 +204,7 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0) -> F
             detail = f"no such page or endpoint: {request.method} {request.url.path}"
         elif exc.status_code == 405:
             detail = f"{request.method} is not allowed on {request.url.path}"
-        return JSONResponse({"error": detail}, status_code=exc.status_code)
+        return JSONResponse({"error": detail}, status_code=exc.status_code, headers=exc.headers)
 
     def _game(name: str):
         try:
@@ -146,13 +230,13 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0) -> F
                         "notation": g.format_action(0) + ", " + g.format_action(1) + ", ..."})
         return out
 
-    @app.get("/api/models")
+    @app.get("/api/models", responses=_errors(404))
     def models(game: str) -> dict[str, Any]:
         """The models for a game, best guess first (champion, generations, shipped, untrained)."""
         g = _game(game)
         return {"game": g.name, "models": [m.as_dict() for m in list_models(g, root)]}
 
-    @app.post("/api/sessions", status_code=201)
+    @app.post("/api/sessions", status_code=201, responses=_errors(404, 422))
     def create(body: NewGame) -> dict[str, Any]:
         """Start a game; when the AI moves first, call /ai next."""
         session = new_session(body.game, body.model, sims=body.sims, human_first=body.human_first,
@@ -165,40 +249,58 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0) -> F
             action(session)
             return _state(sid, session)
 
-    @app.get("/api/sessions/{sid}")
+    @app.get("/api/sessions/{sid}", responses=_errors(404))
     def show(sid: str) -> dict[str, Any]:
         return _act(sid, lambda s: None)
 
-    @app.post("/api/sessions/{sid}/move")
+    @app.post("/api/sessions/{sid}/move", responses=_errors(400, 404, 409, 413, 422))
     def move(sid: str, body: Move) -> dict[str, Any]:
         """The human's move (409 out of turn or after the end, 400 when illegal)."""
         return _act(sid, lambda s: s.human_move(body.move))
 
-    @app.post("/api/sessions/{sid}/ai")
-    def ai(sid: str) -> dict[str, Any]:
-        """The AI searches and moves; ``last_ai`` holds its value and visit shares."""
-        return _act(sid, PlaySession.ai_move)
+    @app.post("/api/sessions/{sid}/ai", responses=_errors(404, 409, 499, 503))
+    async def ai(sid: str, request: Request) -> dict[str, Any]:
+        """The AI searches and moves; ``last_ai`` holds its value and visit shares.
+        503 with Retry-After when every search slot is busy."""
+        sessions.get(sid)  # 404 before taking a slot
+        if not slots.acquire(blocking=False):
+            return JSONResponse({"error": "the server is busy with other searches; retry in a moment"},
+                                status_code=503, headers={"Retry-After": "1"})
+        cancel = threading.Event()
 
-    @app.post("/api/sessions/{sid}/undo")
+        def search() -> dict[str, Any]:
+            try:
+                return _act(sid, lambda s: s.ai_move(cancel))
+            finally:
+                slots.release()  # when the search has really ended, cancelled or not
+
+        task = asyncio.ensure_future(run_in_threadpool(search))
+        while not task.done():
+            await asyncio.wait({task}, timeout=0.25)
+            if not task.done() and await request.is_disconnected():
+                cancel.set()  # the thread stops at its next chunk; nobody reads the answer
+        return task.result()
+
+    @app.post("/api/sessions/{sid}/undo", responses=_errors(404, 409))
     def undo(sid: str) -> dict[str, Any]:
         """Take back the human's last move (and the AI's reply)."""
         return _act(sid, PlaySession.undo)
 
-    @app.post("/api/sessions/{sid}/restart")
+    @app.post("/api/sessions/{sid}/restart", responses=_errors(404))
     def restart(sid: str) -> dict[str, Any]:
         """The same game, model, strength and colour, from the start."""
         old = sessions.get(sid)
         session = PlaySession(old.game, old.model, old.sims, old.human_first, old.evaluator, seed)
         return _state(sessions.add(session), session)
 
-    @app.get("/api/records")
+    @app.get("/api/records", responses=_errors(404))
     def records(game: str | None = None) -> list[dict[str, Any]]:
         """Recorded self-play and gate games under data/ and reports/."""
         if game is not None:
             game = _game(game).name
         return list_records(root, game)
 
-    @app.get("/api/records/{record_id}")
+    @app.get("/api/records/{record_id}", responses=_errors(404, 422))
     def record(record_id: str, index: int = 0) -> dict[str, Any]:
         """One recorded game, frame by frame."""
         return load_record(root, record_id, index)
@@ -207,7 +309,9 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0) -> F
     return app
 
 
-def serve(host: str = "127.0.0.1", port: int = 8000, root: str | Path = ".", device: str = "auto") -> None:
+def serve(host: str = "127.0.0.1", port: int = 8000, root: str | Path = ".", device: str = "auto",
+          max_searches: int | None = None) -> None:
     import uvicorn
 
-    uvicorn.run(create_app(root, device), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(root, device, max_searches=max_searches), host=host, port=port,
+                log_level="warning")

@@ -1,0 +1,128 @@
+"""A real `zeroloop serve` under load and hostile requests (localhost only,
+bounded in requests and time): searches are bounded and cancellable, idle
+games hold no search tree, bodies and echoes are capped, errors are documented."""
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmRSS")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    root = tmp_path_factory.mktemp("serve")
+    port = _free_port()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "zeroloop"), "serve", "--port", str(port),
+                             "--root", str(root), "--device", "cpu", "--max-searches", "2"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{url}/api/games", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        raise AssertionError(f"server did not start: {proc.stderr.read()[-2000:]}")
+    yield url, proc
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+def _session(url, game="connect4", sims=20000, human_first=False):
+    r = httpx.post(f"{url}/api/sessions", json={"game": game, "model": "shipped" if game == "connect4" else None,
+                                                 "sims": sims, "human_first": human_first}, timeout=10)
+    assert r.status_code == 201, r.text
+    return r.json()["id"]
+
+
+def test_a_burst_of_searches_is_bounded_and_a_disconnect_cancels(server):
+    url, _ = server
+    sids = [_session(url) for _ in range(10)]
+    answers: dict[str, object] = {}
+
+    def ask(sid):
+        try:  # 20000 simulations take far longer than this client waits: it disconnects
+            answers[sid] = httpx.post(f"{url}/api/sessions/{sid}/ai", timeout=2.0).status_code
+        except httpx.TimeoutException:
+            answers[sid] = "gave up"
+
+    threads = [threading.Thread(target=ask, args=(s,)) for s in sids]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    t0 = time.time()
+    assert httpx.get(f"{url}/api/games", timeout=5).status_code == 200
+    assert time.time() - t0 < 2.0, "the API stalls while searches run"
+    for t in threads:
+        t.join(timeout=10)
+    busy = [s for s, a in answers.items() if a == 503]
+    gave_up = [s for s, a in answers.items() if a == "gave up"]
+    assert len(gave_up) == 2 and len(busy) == 8, answers
+    r = httpx.post(f"{url}/api/sessions/{busy[0]}/ai", timeout=10)  # no search slot yet: instant 503
+    if r.status_code == 503:
+        assert r.headers["retry-after"] == "1"
+    # the cancelled searches end at their next chunk, free their slots and play no move
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        moves = [httpx.get(f"{url}/api/sessions/{s}", timeout=5).json()["moves"] for s in gave_up]
+        quick = _session(url, sims=50)
+        r = httpx.post(f"{url}/api/sessions/{quick}/ai", timeout=10)
+        if r.status_code == 200:
+            break
+        time.sleep(0.5)
+    assert r.status_code == 200, r.text
+    assert moves == [[], []], "a cancelled search must not play its move"
+
+
+def test_idle_games_hold_no_search_tree(server):
+    url, proc = server
+    before = _rss_mb(proc.pid)
+    for _ in range(40):
+        _session(url, game="othello", sims=20000, human_first=True)
+    grown = _rss_mb(proc.pid) - before
+    assert grown < 100, f"40 idle Othello games grew the server by {grown:.0f} MB"
+
+
+def test_bodies_and_echoes_are_capped_and_405_says_what_is_allowed(server):
+    url, _ = server
+    sid = _session(url, game="tictactoe", sims=10, human_first=True)
+    r = httpx.post(f"{url}/api/sessions/{sid}/move", content=b'{"move": "' + b"5" * 100_000 + b'"}',
+                   headers={"content-type": "application/json"}, timeout=10)
+    assert r.status_code == 413 and "too large" in r.json()["error"]
+    r = httpx.post(f"{url}/api/sessions/{sid}/move", json={"move": "x" * 2000}, timeout=10)
+    assert r.status_code == 422 and len(r.text) < 500, r.text[:300]
+    r = httpx.get(f"{url}/api/sessions", timeout=10)
+    assert r.status_code == 405 and r.headers["allow"] == "POST"
+
+
+def test_the_openapi_document_lists_the_error_responses(server):
+    url, _ = server
+    paths = httpx.get(f"{url}/openapi.json", timeout=10).json()["paths"]
+    move = paths["/api/sessions/{sid}/move"]["post"]["responses"]
+    assert {"200", "400", "404", "409", "413", "422"} <= set(move)
+    ai = paths["/api/sessions/{sid}/ai"]["post"]["responses"]
+    assert {"404", "409", "503"} <= set(ai)
+
+
