@@ -2,7 +2,6 @@
 bounded in requests and time): searches are bounded and cancellable, idle
 games hold no search tree, bodies and echoes are capped, errors are documented."""
 
-import os
 import socket
 import subprocess
 import sys
@@ -51,8 +50,9 @@ def server(tmp_path_factory):
 
 
 def _session(url, game="connect4", sims=20000, human_first=False):
-    r = httpx.post(f"{url}/api/sessions", json={"game": game, "model": "shipped" if game == "connect4" else None,
-                                                 "sims": sims, "human_first": human_first}, timeout=10)
+    body = {"game": game, "model": "shipped" if game == "connect4" else None, "sims": sims,
+            "human_first": human_first}
+    r = httpx.post(f"{url}/api/sessions", json=body, timeout=10)
     assert r.status_code == 201, r.text
     return r.json()["id"]
 
