@@ -17,6 +17,7 @@ import queue as queue_mod
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Protocol, TypeVar
 
 from tqdm import tqdm
@@ -41,9 +42,36 @@ class TaskPool(Protocol):
 _progress_queue = None
 
 
-def _init_process(q) -> None:
+class WorkerLost(RuntimeError):
+    """A worker process died mid-task (killed, or out of memory)."""
+
+
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel kill this worker when its parent dies (Linux), so a
+    killed stage leaves no orphans that go on writing its files; elsewhere a
+    watchdog thread notices the parent is gone."""
+    import ctypes
+    import threading
+    import time
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        def watch() -> None:
+            while os.getppid() == parent:
+                time.sleep(0.5)
+            os._exit(1)
+
+        threading.Thread(target=watch, daemon=True).start()
+    if os.getppid() != parent:  # the parent died before the line above took effect
+        os._exit(1)
+
+
+def _init_process(q, parent: int) -> None:
     global _progress_queue
     _progress_queue = q
+    _die_with_parent(parent)
     # Ctrl-C reaches the whole process group; the parent decides (it terminates the pool),
     # so a worker does not die half-way through writing its result
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -92,7 +120,8 @@ class ProcessPool:
         ctx = mp.get_context("spawn")
         self.progress = ctx.Queue()
         self._executor = ProcessPoolExecutor(
-            max_workers=workers, mp_context=ctx, initializer=_init_process, initargs=(self.progress,))
+            max_workers=workers, mp_context=ctx, initializer=_init_process,
+            initargs=(self.progress, os.getpid()))
 
     def submit(self, fn: Callable[[T, Tick], R], task: T) -> Future:
         return self._executor.submit(_run_in_worker, fn, task)
@@ -166,7 +195,11 @@ def run_tasks(fn: Callable[[T, Tick], R], tasks: Sequence[T], *, workers: int | 
                 for fut in [f for f in pending if f.done()]:
                     pending.discard(fut)
                     i = futures[fut]
-                    results[i] = fut.result()
+                    try:
+                        results[i] = fut.result()
+                    except BrokenProcessPool:
+                        raise WorkerLost("a worker process died (killed, or out of memory?); finished work "
+                                         "is kept: rerun to resume") from None
                     if total is None:
                         bar.update(1)
         except KeyboardInterrupt:

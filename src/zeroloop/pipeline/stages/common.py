@@ -11,6 +11,7 @@ from zeroloop.pipeline.layout import Layout
 from zeroloop.pipeline.params import Params, ParamsError, load_params
 from zeroloop.pipeline.process import setup_process
 from zeroloop.pipeline.storage import DamagedFileError
+from zeroloop.pipeline.workers import WorkerLost
 
 PARAMS_FILE = "params.yaml"
 
@@ -28,7 +29,7 @@ def run_stage(name: str, body: Callable[[Params], None], params_file: str = PARA
     try:
         params = load_params(params_file, complete=True)
         body(params)
-    except (ParamsError, DamagedFileError, FileNotFoundError, ValueError) as exc:
+    except (ParamsError, DamagedFileError, FileNotFoundError, ValueError, WorkerLost) as exc:
         if os.environ.get("ZEROLOOP_DEBUG"):
             raise
         print(f"zeroloop {name}: error: {exc}", file=sys.stderr)

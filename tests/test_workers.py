@@ -1,0 +1,97 @@
+"""Worker processes die with their stage, and a dead worker is reported in one line."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from zeroloop.pipeline.params import parse_params
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _workers(stage: subprocess.Popen, count: int, root: Path, timeout: float = 120) -> list[int]:
+    """The stage's worker processes (spawned python children), once ``count``
+    exist and shards are being written."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        kids = [k for k in _children(stage.pid)
+                if "spawn_main" in Path(f"/proc/{k}/cmdline").read_bytes().decode(errors="replace")]
+        if len(kids) >= count and len(_shards(root)) >= 2:
+            return kids
+        time.sleep(0.1)
+    stage.kill()
+    raise AssertionError(f"no {count} workers appeared: {stage.communicate()[1][-2000:]}")
+
+
+@pytest.fixture
+def selfplay_repo(tmp_path, mlflow_db):
+    data = parse_params({"game": "connect4", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+                         "mcts": {"simulations": 32}, "selfplay": {"games": 400, "shard_games": 10},
+                         "runtime": {"workers": 2}, "generations": {"1": {"prev": 0}}}).to_yaml_data()
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
+    run = [sys.executable, "-m", "zeroloop.pipeline.stages"]
+    assert subprocess.run([*run, "init"], cwd=tmp_path, env=env, capture_output=True).returncode == 0
+    start = lambda: subprocess.Popen([*run, "selfplay", "--gen", "1", "--prev", "0"], cwd=tmp_path,  # noqa: E731
+                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return tmp_path, start
+
+
+def _shards(root: Path) -> set[str]:
+    return {p.name for p in (root / "data" / ".partial").glob("*/shard_*.zls")}
+
+
+def test_workers_die_with_a_killed_stage_and_write_nothing_after(selfplay_repo):
+    root, start = selfplay_repo
+    stage = start()
+    workers = _workers(stage, 2, root)
+    stage.send_signal(signal.SIGKILL)
+    stage.wait(timeout=10)
+    deadline = time.time() + 10
+    while any(_alive(w) for w in workers) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(w) for w in workers), "workers outlived their stage"
+    before = _shards(root)
+    time.sleep(2)
+    assert _shards(root) == before, "shards written after the stage was killed"
+
+
+def test_a_killed_worker_is_one_line_and_a_rerun_resumes(selfplay_repo):
+    root, start = selfplay_repo
+    stage = start()
+    workers = _workers(stage, 2, root)
+    os.kill(workers[0], signal.SIGKILL)
+    _, err = stage.communicate(timeout=120)
+    assert stage.returncode == 2, err[-2000:]
+    assert "Traceback" not in err and "a worker process died" in err
+    kept = _shards(root)
+    rerun = start()
+    _, err = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, err[-2000:]
+    assert len(list((root / "data/gen_1").glob("shard_*.zls"))) == 40
+    assert "shards kept" in err and kept  # the finished shards were not played again
