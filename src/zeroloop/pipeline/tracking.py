@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from zeroloop.pipeline.layout import Layout
 from zeroloop.pipeline.params import Params
 
 PIPELINE_KEY = "zeroloop.pipeline_key"
@@ -71,6 +72,7 @@ class Tracker:
                                    order_by=["attributes.start_time ASC"], max_results=1)
         if found:
             parent = found[0].info.run_id
+            client.update_run(parent, status="RUNNING")  # back to FINISHED when the stage ends
         else:
             exp_name = os.environ.get("DVC_EXP_NAME")
             tags = {PIPELINE_KEY: key, "zeroloop.game": params.game,
@@ -88,8 +90,49 @@ class Tracker:
         return self
 
     def __exit__(self, *exc) -> None:
+        status = "FINISHED" if exc[0] is None else "FAILED"
         for run_id in self._gen_runs.values():
-            self.client.set_terminated(run_id, "FINISHED" if exc[0] is None else "FAILED")
+            self.client.set_terminated(run_id, status)
+        # a parent is RUNNING only while one of its stages runs: a configuration that never
+        # reaches `report` is not left RUNNING for ever
+        self.client.set_terminated(self.parent_id, status)
+
+    def log_stage(self, gen: int, stage: str, report: dict[str, Any], layout: Layout) -> None:
+        """A generation stage's metrics, from its report, into the generation's
+        run; the reports of the stages before it (DVC may have restored them
+        from its cache without running them) fill in what the run lacks."""
+        _log_batch(self.client, self.generation_run_id(gen), metrics=stage_metrics(stage, report))
+        self.complete_generation(gen, layout, upto=stage)
+
+    def complete_generation(self, gen: int, layout: Layout, upto: str | None = None) -> None:
+        """Log every metric of the generation's report files (up to and
+        including stage ``upto``; all when None) that its run does not have yet,
+        so the run mirrors the outputs DVC holds."""
+        from zeroloop.pipeline.storage import read_json
+
+        run_id = self.generation_run_id(gen)
+        have = set(self.client.get_run(run_id).data.metrics)
+        stages = GENERATION_STAGES[:GENERATION_STAGES.index(upto) + 1] if upto else GENERATION_STAGES
+        missing: dict[str, float] = {}
+        for stage in stages:
+            path = layout.report(gen, STAGE_REPORTS[stage])
+            if path.exists():
+                missing.update({k: v for k, v in stage_metrics(stage, read_json(path)).items() if k not in have})
+        _log_batch(self.client, run_id, metrics=missing)
+
+    def fresh_generation_run(self, gen: int, layout: Layout, stage: str) -> None:
+        """A rerun of ``stage`` whose step-wise metrics (Lightning's curves) are
+        already in the generation's run: that run is deleted and a new one
+        starts, filled in from the reports of the stages before ``stage``, so a
+        rerun replaces its curves rather than mixing two runs' steps."""
+        run_id = self.generation_run_id(gen)
+        if not any(k.startswith(f"{stage}/") for k in self.client.get_run(run_id).data.metrics):
+            return
+        self.client.delete_run(run_id)
+        self._gen_runs.pop(gen)
+        before = GENERATION_STAGES[:GENERATION_STAGES.index(stage)]
+        if before:
+            self.complete_generation(gen, layout, upto=before[-1])
 
     def generation_run_id(self, gen: int) -> str:
         if gen not in self._gen_runs:
@@ -105,9 +148,6 @@ class Tracker:
                                                    PIPELINE_KEY: self.params.fingerprint()})
                 self._gen_runs[gen] = run.info.run_id
         return self._gen_runs[gen]
-
-    def log_generation(self, gen: int, metrics: dict[str, float], step: int = 0) -> None:
-        _log_batch(self.client, self.generation_run_id(gen), metrics=metrics, step=step)
 
     def log_summary(self, metrics: dict[str, float], step: int = 0) -> None:
         """Metrics on the parent run; ``step`` = generation, so the UI charts them."""
@@ -151,6 +191,22 @@ class Tracker:
 
     def finish(self) -> None:
         self.client.set_terminated(self.parent_id, "FINISHED")
+
+
+#: A generation's stages in chain order, and the report each writes (reports/generations/gen_g/NAME.json).
+GENERATION_STAGES = ("selfplay", "train", "gate", "evaluate")
+STAGE_REPORTS = {"selfplay": "selfplay", "train": "train", "gate": "gate", "evaluate": "eval"}
+
+
+def stage_metrics(stage: str, report: dict[str, Any]) -> dict[str, float]:
+    """The metrics a generation stage's report gives its MLflow run: numbers
+    as ``stage/key`` (evaluation: ``eval/vs_X_score`` and the solver errors)."""
+    if stage == "evaluate":
+        out = {f"eval/{k}_score": v["score"] for k, v in report.items() if isinstance(v, dict) and "score" in v}
+        out.update({f"eval/{k}": v for k, v in report.get("solver", {}).items()})
+        return out
+    return {f"{stage}/{k}": v for k, v in report.items()
+            if isinstance(v, int | float) and not isinstance(v, bool) and k != "generation"}
 
 
 def _log_batch(client, run_id: str, *, metrics: dict[str, float] | None = None,

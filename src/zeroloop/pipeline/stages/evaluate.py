@@ -6,16 +6,14 @@ from __future__ import annotations
 from zeroloop.pipeline.evaluation import evaluate_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
-from zeroloop.pipeline.tracking import Tracker
+from zeroloop.pipeline.tracking import Tracker, stage_metrics
 
 
 def run(p: Params, gen: int) -> None:
     result = evaluate_step(p, LAYOUT, gen)
-    flat = {f"eval/{k}_score": v["score"] for k, v in result.items() if isinstance(v, dict) and "score" in v}
-    if "solver" in result:
-        flat.update({f"eval/{k}": v for k, v in result["solver"].items()})
+    flat = stage_metrics("evaluate", result)
     with Tracker.open(p) as tr:
-        tr.log_generation(gen, flat)
+        tr.log_stage(gen, "evaluate", result, LAYOUT)
         tr.log_summary({k.replace("eval/", ""): v for k, v in flat.items() if k != "eval/positions"},
                        step=gen)
     lines = [f"{v['opponent']} {v['score']:.0%}" for v in result.values()

@@ -12,8 +12,7 @@ from zeroloop.pipeline.tracking import Tracker
 def run(p: Params, gen: int, prev: int) -> None:
     result, _ = gate_step(p, LAYOUT, gen, prev)
     with Tracker.open(p) as tr:
-        tr.log_generation(gen, {f"gate/{k}": v for k, v in result.items()
-                                if isinstance(v, int | float) and k != "generation"})
+        tr.log_stage(gen, "gate", result, LAYOUT)
         tr.log_summary({"gate_score": result["score"], "gate_accepted": result["accepted"]}, step=gen)
     verdict = "accepted: new best" if result["accepted"] else f"rejected: {result['opponent']} stays best"
     say(f"gate@{gen}", f"candidate scored {result['score']:.1%} [{result['ci95_low']:.1%}, "

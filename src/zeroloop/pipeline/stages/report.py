@@ -145,6 +145,8 @@ def run(p: Params) -> None:
     _, _, meta = load_model(LAYOUT.model(p.last_generation), game)
     atomic_write_bytes(CHAMPION, LAYOUT.model(p.last_generation).read_bytes())
     with Tracker.open(p) as tr:
+        for g in sorted(p.generations):  # every generation run mirrors its outputs, cached stages included
+            tr.complete_generation(g, LAYOUT)
         for r in per_gen:
             tr.log_summary({k: v for k, v in r.items() if isinstance(v, int | float) and k != "generation"},
                            step=r["generation"])

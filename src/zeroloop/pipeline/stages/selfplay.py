@@ -11,8 +11,7 @@ from zeroloop.pipeline.tracking import Tracker
 def run(p: Params, gen: int, prev: int) -> None:
     summary, samples = selfplay_step(p, LAYOUT, gen, prev)
     with Tracker.open(p) as tr:
-        tr.log_generation(gen, {f"selfplay/{k}": v for k, v in summary.items()
-                                if k != "generation" and v is not None})
+        tr.log_stage(gen, "selfplay", summary, LAYOUT)
         tr.log_text(gen, "\n".join(samples) + "\n", f"selfplay_sample_games_gen{gen}.txt")
     say(f"selfplay@{gen}", f"{summary['games']} games, {summary['positions']} positions, "
                            f"{summary['wall_s']:.0f}s -> {LAYOUT.data(gen)}")

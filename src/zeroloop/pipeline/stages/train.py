@@ -17,7 +17,8 @@ def run(p: Params, gen: int, prev: int) -> None:
 
     torch.set_num_threads(default_workers())  # the only busy process now
     with Tracker.open(p) as tr:
+        tr.fresh_generation_run(gen, LAYOUT, "train")  # a rerun replaces its loss curves, never mixes them
         summary = train_step(p, LAYOUT, gen, prev, logger=tr.lightning_logger(gen))
-        tr.log_generation(gen, {"train/samples": summary["samples"], "train/wall_s": summary["wall_s"]})
+        tr.log_stage(gen, "train", summary, LAYOUT)
     say(f"train@{gen}", f"{summary['samples']} positions from generations {summary['window']}, "
                         f"loss {summary.get('train_loss', float('nan')):.3f}, {summary['wall_s']:.0f}s")

@@ -1,0 +1,84 @@
+"""MLflow mirrors what the stages wrote: parents are RUNNING only while a
+stage runs, a generation's run is completed from report files DVC restored
+without running their stages, and a training rerun replaces its curves."""
+
+import os
+import subprocess
+import sys
+from collections import Counter
+
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from zeroloop.pipeline.params import parse_params
+
+TINY = {"game": "tictactoe", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+        "mcts": {"simulations": 4}, "selfplay": {"games": 40, "shard_games": 20},
+        "train": {"epochs": 2, "batch_size": 16}, "runtime": {"workers": 1},
+        "generations": {"1": {"prev": 0}}, "mlflow": {"experiment": "mirror"}}
+
+
+@pytest.fixture
+def stages(tmp_path, mlflow_db):
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
+
+    def write(**changes):
+        data = parse_params({**TINY, **changes}).to_yaml_data()
+        (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+
+    def run(*args):
+        out = subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-3000:]
+
+    client = MlflowClient(f"sqlite:///{mlflow_db}")
+    write()
+    return write, run, client
+
+
+def _runs(client):
+    exp = client.get_experiment_by_name("mirror")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    gens = [r for r in runs if "zeroloop.generation" in r.data.tags]
+    return parents, gens
+
+
+def test_a_pipeline_that_stops_early_leaves_no_parent_running(stages):
+    _, run, client = stages
+    run("init")
+    run("selfplay", "--gen", "1", "--prev", "0")
+    parents, gens = _runs(client)
+    assert [p.info.status for p in parents] == ["FINISHED"]
+    assert [g.info.status for g in gens] == ["FINISHED"]
+
+
+def test_a_new_configuration_gets_the_metrics_of_cached_upstream_stages(stages):
+    write, run, client = stages
+    run("init")
+    run("selfplay", "--gen", "1", "--prev", "0")
+    write(train={"epochs": 2, "batch_size": 16, "lr": 0.005})  # as `dvc exp run -S train.lr=...`: self-play is cached
+    run("train", "--gen", "1", "--prev", "0")
+    parents, gens = _runs(client)
+    assert len(parents) == 2
+    newest = max(parents, key=lambda r: r.info.start_time)
+    mine = [g for g in gens if g.data.tags["mlflow.parentRunId"] == newest.info.run_id]
+    assert len(mine) == 1
+    logged = set(mine[0].data.metrics)
+    assert {"selfplay/games", "selfplay/positions", "train/samples", "train/loss_epoch"} <= logged
+
+
+def test_a_training_rerun_replaces_its_loss_curves(stages):
+    _, run, client = stages
+    run("init")
+    run("selfplay", "--gen", "1", "--prev", "0")
+    run("train", "--gen", "1", "--prev", "0")
+    run("train", "--gen", "1", "--prev", "0")
+    _, gens = _runs(client)  # deleted runs are not listed
+    assert len(gens) == 1
+    run_id = gens[0].info.run_id
+    steps = Counter(m.step for m in client.get_metric_history(run_id, "train/loss_step"))
+    assert steps and max(steps.values()) == 1, f"repeated steps: {steps}"
+    assert len(client.get_metric_history(run_id, "train/loss_epoch")) == 2  # epochs, once
+    assert "selfplay/games" in gens[0].data.metrics
