@@ -58,7 +58,8 @@ def test_a_new_configuration_gets_the_metrics_of_cached_upstream_stages(stages):
     write, run, client = stages
     run("init")
     run("selfplay", "--gen", "1", "--prev", "0")
-    write(train={"epochs": 2, "batch_size": 16, "lr": 0.005})  # as `dvc exp run -S train.lr=...`: self-play is cached
+    # as `dvc exp run -S train.lr=...`: another configuration whose self-play is cached
+    write(train={"epochs": 2, "batch_size": 16, "lr": 0.005})
     run("train", "--gen", "1", "--prev", "0")
     parents, gens = _runs(client)
     assert len(parents) == 2

@@ -117,7 +117,8 @@ class Tracker:
         for stage in stages:
             path = layout.report(gen, STAGE_REPORTS[stage])
             if path.exists():
-                missing.update({k: v for k, v in stage_metrics(stage, read_json(path)).items() if k not in have})
+                logged = stage_metrics(stage, read_json(path))
+                missing.update({k: v for k, v in logged.items() if k not in have})
         _log_batch(self.client, run_id, metrics=missing)
 
     def fresh_generation_run(self, gen: int, layout: Layout, stage: str) -> None:
@@ -202,7 +203,8 @@ def stage_metrics(stage: str, report: dict[str, Any]) -> dict[str, float]:
     """The metrics a generation stage's report gives its MLflow run: numbers
     as ``stage/key`` (evaluation: ``eval/vs_X_score`` and the solver errors)."""
     if stage == "evaluate":
-        out = {f"eval/{k}_score": v["score"] for k, v in report.items() if isinstance(v, dict) and "score" in v}
+        out = {f"eval/{k}_score": v["score"] for k, v in report.items()
+               if isinstance(v, dict) and "score" in v}
         out.update({f"eval/{k}": v for k, v in report.get("solver", {}).items()})
         return out
     return {f"{stage}/{k}": v for k, v in report.items()
