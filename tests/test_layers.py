@@ -48,3 +48,13 @@ def test_the_engine_may_not_import_mlflow_and_stages_not_each_other(tmp_path):
     assert out.returncode != 0
     assert "The engine imports no MLOps tool, trainer, web or cluster framework BROKEN" in out.stdout
     assert "Stages are entry points: no stage imports another BROKEN" in out.stdout
+
+
+def test_every_stage_is_in_the_independence_contract():
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    listed = next(c for c in config if c["type"] == "independence")["modules"]
+    stages = sorted(p.stem for p in (ROOT / "src/zeroloop/pipeline/stages").glob("*.py")
+                    if p.stem not in ("__init__", "__main__", "common"))
+    assert sorted(m.rsplit(".", 1)[1] for m in listed) == stages

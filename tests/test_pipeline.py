@@ -146,3 +146,17 @@ def test_experiment_in_a_temporary_copy_logs_to_the_same_store(repo):
     assert "final_vs_random" in run.data.metrics
     shown = dvc(repo, "exp", "show", "--json", env=env).stdout
     assert run.data.tags["dvc.exp_name"] in shown
+
+
+def test_any_change_to_params_yaml_is_validated_by_dvc_repro(repo):
+    """A key no stage lists (a misspelt section) still stops `dvc repro`, with one line."""
+    repo, env = repo
+    dvc(repo, "repro", "check_params", env=env)
+    with (repo / "params.yaml").open("a") as f:
+        f.write("colour: 1\n")
+    status = dvc(repo, "status", "check_params", env=env).stdout
+    assert "changed" in status and "colour" in status
+    out = subprocess.run([str(Path(sys.executable).parent / "dvc"), "repro", "check_params"], cwd=repo, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode != 0
+    assert "unknown key 'colour' (allowed: game, seed," in out.stdout + out.stderr

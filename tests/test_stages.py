@@ -111,3 +111,13 @@ def test_a_manifest_that_lost_a_shard_entry_is_refused(tmp_path, mlflow_db):
     assert out.returncode == 2 and "manifest.json: not a self-play manifest" in out.stderr
     assert not (tmp_path / "models/generations/gen_1/candidate.pt").exists()
     shutil.rmtree(tmp_path / "data/gen_1")
+
+
+def test_an_unwritable_output_folder_stops_the_stage_before_any_work(tmp_path):
+    _full(tmp_path)
+    assert stage(tmp_path, "init").returncode == 0
+    (tmp_path / "reports").write_text("not a folder")  # unwritable even for root, unlike a chmod
+    out = stage(tmp_path, "selfplay", "--gen", "1", "--prev", "0")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "reports/: cannot write here" in out.stderr and "nothing was run" in out.stderr
+    assert not (tmp_path / "data/gen_1").exists() and not (tmp_path / "data/.partial").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-STAGES = ("init", "positions", "selfplay", "train", "gate", "evaluate", "report")
+STAGES = ("check", "init", "positions", "selfplay", "train", "gate", "evaluate", "report")
 PER_GENERATION = ("selfplay", "train", "gate", "evaluate")
 
 
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             module.run(params)
 
     name = f"{args.stage}@{args.gen}" if args.gen is not None else args.stage
-    return run_stage(name, body, args.params)
+    return run_stage(name, body, args.params, writes=args.stage != "check")
 
 
 if __name__ == "__main__":

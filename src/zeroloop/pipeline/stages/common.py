@@ -23,11 +23,34 @@ def say(stage: str, text: str) -> None:
     print(f"[{stage}] {text}", file=sys.stderr, flush=True)
 
 
-def run_stage(name: str, body: Callable[[Params], None], params_file: str = PARAMS_FILE) -> int:
-    """Load params, run the stage body, map expected failures to exit 2."""
+#: The folders stages write into (under the repository root).
+OUTPUT_ROOTS = ("models", "data", "reports")
+
+
+def check_writable(roots: tuple[str, ...] = OUTPUT_ROOTS) -> None:
+    """Fail before any work when an output folder cannot be written (read-only,
+    a file in its place, no space for a file): one line naming it."""
+    import tempfile
+    from pathlib import Path
+
+    for root in roots:
+        where = root if Path(root).exists() else "."  # a missing folder is made in the working directory
+        try:
+            with tempfile.NamedTemporaryFile(dir=where, prefix=".write-check-"):
+                pass
+        except OSError as exc:
+            raise ValueError(f"{root}/: cannot write here ({exc.strerror or exc}); nothing was run") from None
+
+
+def run_stage(name: str, body: Callable[[Params], None], params_file: str = PARAMS_FILE,
+              writes: bool = True) -> int:
+    """Load params, check the output folders can be written (``writes``), run
+    the stage body, map expected failures to exit 2."""
     setup_process()
     try:
         params = load_params(params_file, complete=True)
+        if writes:
+            check_writable()
         body(params)
     except (ParamsError, DamagedFileError, FileNotFoundError, ValueError, WorkerLost) as exc:
         if os.environ.get("ZEROLOOP_DEBUG"):
