@@ -156,7 +156,7 @@ def test_any_change_to_params_yaml_is_validated_by_dvc_repro(repo):
         f.write("colour: 1\n")
     status = dvc(repo, "status", "check_params", env=env).stdout
     assert "changed" in status and "colour" in status
-    out = subprocess.run([str(Path(sys.executable).parent / "dvc"), "repro", "check_params"], cwd=repo, env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run([str(Path(sys.executable).parent / "dvc"), "repro", "check_params"], cwd=repo,
+                         env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode != 0
     assert "unknown key 'colour' (allowed: game, seed," in out.stdout + out.stderr
