@@ -26,7 +26,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -57,10 +57,10 @@ class _Body(BaseModel):
 
 
 class NewGame(_Body):
-    game: str = Field(description="a game name from /api/games")
+    game: str = Field(description="a game name from /api/games", examples=["tictactoe", "connect4"])
     model: str | None = Field(None, description="a model id from /api/models (default: the first listed)")
     sims: int = Field(200, ge=1, le=20000, description="simulations per AI move")
-    human_first: bool = Field(True, description="the human plays X (moves first)")
+    human_first: StrictBool = Field(True, description="the human plays X (moves first)")
 
 
 class Move(_Body):
@@ -74,7 +74,8 @@ class ErrorBody(BaseModel):
 
 def _errors(*codes: int) -> dict[int, dict[str, Any]]:
     """OpenAPI entries for the error responses an endpoint can give."""
-    what = {400: "illegal or malformed move", 404: "unknown game, model, session or record",
+    what = {400: "illegal or malformed move, or a body that cannot be parsed",
+            404: "unknown game, model, session or record",
             409: "out of turn, after the end, or nothing to undo", 413: "request body too large",
             422: "body that is not JSON or has wrong, missing or unknown fields; damaged record",
             499: "the client went away during the search", 503: "all search slots busy; retry"}
@@ -236,7 +237,14 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0,
         g = _game(game)
         return {"game": g.name, "models": [m.as_dict() for m in list_models(g, root)]}
 
-    @app.post("/api/sessions", status_code=201, responses=_errors(404, 422))
+    session_links = {name: {"operationId": op, "parameters": {"sid": "$response.body#/id"}}
+                     for name, op in (("Show", "show_session"), ("Move", "move"), ("AI", "ai_move"),
+                                      ("Undo", "undo"), ("Restart", "restart"))}
+
+    created = {"description": "the new game", "links": session_links}
+
+    @app.post("/api/sessions", status_code=201, operation_id="new_session",
+              responses={**_errors(400, 404, 413, 422), 201: created})
     def create(body: NewGame) -> dict[str, Any]:
         """Start a game; when the AI moves first, call /ai next."""
         session = new_session(body.game, body.model, sims=body.sims, human_first=body.human_first,
@@ -249,16 +257,16 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0,
             action(session)
             return _state(sid, session)
 
-    @app.get("/api/sessions/{sid}", responses=_errors(404))
+    @app.get("/api/sessions/{sid}", operation_id="show_session", responses=_errors(404))
     def show(sid: str) -> dict[str, Any]:
         return _act(sid, lambda s: None)
 
-    @app.post("/api/sessions/{sid}/move", responses=_errors(400, 404, 409, 413, 422))
+    @app.post("/api/sessions/{sid}/move", operation_id="move", responses=_errors(400, 404, 409, 413, 422))
     def move(sid: str, body: Move) -> dict[str, Any]:
         """The human's move (409 out of turn or after the end, 400 when illegal)."""
         return _act(sid, lambda s: s.human_move(body.move))
 
-    @app.post("/api/sessions/{sid}/ai", responses=_errors(404, 409, 499, 503))
+    @app.post("/api/sessions/{sid}/ai", operation_id="ai_move", responses=_errors(404, 409, 499, 503))
     async def ai(sid: str, request: Request) -> dict[str, Any]:
         """The AI searches and moves; ``last_ai`` holds its value and visit shares.
         503 with Retry-After when every search slot is busy."""
@@ -281,12 +289,12 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0,
                 cancel.set()  # the thread stops at its next chunk; nobody reads the answer
         return task.result()
 
-    @app.post("/api/sessions/{sid}/undo", responses=_errors(404, 409))
+    @app.post("/api/sessions/{sid}/undo", operation_id="undo", responses=_errors(404, 409))
     def undo(sid: str) -> dict[str, Any]:
         """Take back the human's last move (and the AI's reply)."""
         return _act(sid, PlaySession.undo)
 
-    @app.post("/api/sessions/{sid}/restart", responses=_errors(404))
+    @app.post("/api/sessions/{sid}/restart", operation_id="restart", responses=_errors(404))
     def restart(sid: str) -> dict[str, Any]:
         """The same game, model, strength and colour, from the start."""
         old = sessions.get(sid)
