@@ -12,6 +12,9 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 # script -> (tiny arguments, lines its output must contain)
 SMOKE = {
+    "inference_options.py": (
+        ["--seconds", "0.05", "--batches", "1,2", "--positions", "0", "--only", "BN folded"],
+        ["eager fp32", "BN folded", "max dprior"]),
     "selfplay_throughput.py": (
         ["--workers", "1", "--games", "2", "--sims", "4", "--batch", "2", "--blocks", "1", "--channels", "8",
          "--warmup", "0.1"],
