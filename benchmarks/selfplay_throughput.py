@@ -1,8 +1,9 @@
 """Self-play throughput against the network limit, measured in one run.
 
-Phase 1: every worker process plays self-play games with the default Connect
-Four net (random weights: speed does not depend on them) and reports its
-simulations, evaluations and the time split (network / tree / game rules).
+Phase 1: every worker process plays self-play games with the Connect Four
+model shipped with zeroloop (``--model random`` for an untrained net of
+``--blocks`` x ``--channels``) and reports its simulations, evaluations and the
+time split (network / tree / game rules).
 Phase 2: the same processes, at the same batch size, run the network alone on
 real positions for as long. The yardstick is
 
@@ -10,7 +11,7 @@ real positions for as long. The yardstick is
 
 (1.0 would mean search costs nothing beyond the network calls it makes).
 
-    python benchmarks/selfplay_throughput.py [--workers 2] [--games 64] [--sims 100]
+    python benchmarks/selfplay_throughput.py [--workers 2] [--games 64] [--sims 64] [--model PATH|random]
 
 ``make bench`` runs it with the defaults; tests/test_benchmarks.py runs every
 benchmark with tiny settings so none can rot.
@@ -28,6 +29,7 @@ import numpy as np
 @dataclass
 class Spec:
     game: str
+    model: str
     blocks: int
     channels: int
     sims: int
@@ -44,8 +46,13 @@ def _net(spec: Spec):
     from zeroloop.engine.nn import NetConfig, NetworkEvaluator, PolicyValueNet
 
     game = make_game(spec.game)
-    torch.manual_seed(spec.seed)
-    net = PolicyValueNet.for_game(game, NetConfig(blocks=spec.blocks, channels=spec.channels))
+    if spec.model != "random":
+        from zeroloop.pipeline.storage import load_model
+
+        net, game, _ = load_model(spec.model)
+    else:
+        torch.manual_seed(spec.seed)
+        net = PolicyValueNet.for_game(game, NetConfig(blocks=spec.blocks, channels=spec.channels))
     return game, NetworkEvaluator(game, net, "cpu")
 
 
@@ -57,7 +64,8 @@ def selfplay_worker(spec: Spec, tick=None) -> dict:
     stats = SearchStats()
     t0 = time.perf_counter()
     records = play_selfplay_games(
-        game, ev, SearchConfig(simulations=spec.sims), MoveSchedule(), spec.games,
+        game, ev, SearchConfig(simulations=spec.sims), MoveSchedule(temperature=1.0, temperature_moves=8),
+        spec.games,
         rng=np.random.default_rng(spec.seed), parallel_games=spec.batch, stats=stats)
     wall = time.perf_counter() - t0
     return {"wall": wall, "sims": stats.simulations, "evals": stats.evaluations,
@@ -88,6 +96,7 @@ def network_worker(spec: Spec, tick=None) -> dict:
 
 def main() -> None:
     from zeroloop.engine.nn import NetConfig
+    from zeroloop.pipeline.catalogue import SHIPPED_DIR
     from zeroloop.pipeline.workers import ProcessPool, default_workers
 
     d = NetConfig()
@@ -95,14 +104,16 @@ def main() -> None:
     p.add_argument("--game", default="connect4")
     p.add_argument("--workers", type=int, default=default_workers())
     p.add_argument("--games", type=int, default=64, help="games per worker")
-    p.add_argument("--sims", type=int, default=100, help="simulations per move")
+    p.add_argument("--sims", type=int, default=64, help="simulations per move (the default run's 64)")
+    p.add_argument("--model", default=str(SHIPPED_DIR / "connect4.pt"),
+                   help="model file (default: the shipped Connect Four model), or 'random'")
     p.add_argument("--batch", type=int, default=64, help="games searched together per worker")
     p.add_argument("--blocks", type=int, default=d.blocks)
     p.add_argument("--channels", type=int, default=d.channels)
     p.add_argument("--warmup", type=float, default=1.0, help="seconds of network calls before measuring")
     a = p.parse_args()
 
-    specs = [Spec(a.game, a.blocks, a.channels, a.sims, a.games, a.batch, seed)
+    specs = [Spec(a.game, a.model, a.blocks, a.channels, a.sims, a.games, a.batch, seed)
              for seed in range(a.workers)]
     with ProcessPool(a.workers) as pool:  # the same processes (one torch thread each) for both phases
         def run(fn, tasks):
@@ -119,7 +130,8 @@ def main() -> None:
     net_s = sum(r["positions"] / r["wall"] for r in nw)
     tot = {k: sum(r[k] for r in sp) for k in ("wall", "network", "tree", "rules")}
     other = tot["wall"] - tot["network"] - tot["tree"] - tot["rules"]
-    print(f"game {a.game}, net {a.blocks}x{a.channels}, {a.workers} worker process(es), "
+    net = f"untrained {a.blocks}x{a.channels}" if a.model == "random" else a.model
+    print(f"game {a.game}, net {net}, {a.workers} worker process(es), "
           f"1 torch thread each, batch {a.batch}, {a.sims} sims/move, {a.games} games/worker")
     print(f"self-play      : {sims_s:9.0f} simulations/s  {evals_s:9.0f} network evals/s  "
           f"{moves_s:7.1f} positions(moves)/s")
