@@ -1,32 +1,43 @@
-"""Self-play throughput against the network limit, measured in one run.
+"""Self-play throughput against the network limit, before and after continuous
+batching, measured in one run in the same worker processes.
 
-Phase 1: every worker process plays self-play games with the Connect Four
-model shipped with zeroloop (``--model random`` for an untrained net of
-``--blocks`` x ``--channels``) and reports its simulations, evaluations and the
-time split (network / tree / game rules).
-Phase 2: the same processes, at the same batch size, run the network alone on
+Every worker process plays the same seeded games twice:
+
+* before: shards of ``--shard-games`` games, one shard at a time with all its
+  games in flight (the batch drains as the shard's games end), the network
+  run as trained (BatchNorm unfolded), no cache: how self-play ran before;
+* after: continuous batching (``--in-flight`` games; a finished game's slot
+  takes the next one at once), every network call exactly ``--eval-batch``
+  positions through the inference net (BatchNorm folded), and a position
+  cache of ``--cache`` entries: how the pipeline's self-play runs now.
+
+Then the same processes run the inference net alone at ``--eval-batch`` on
 real positions for as long. The yardstick is
 
     ratio = self-play simulations/s  /  network-only positions/s
 
-(1.0 would mean search costs nothing beyond the network calls it makes).
+(above 1 means the cache and terminal positions save more network calls than
+search costs). Printed: both modes' simulations/s and their ratio, network-only
+positions/s, the ratio, positions per network call, simulations per network
+row, the cache's hit rate and the time split (network / tree / game rules).
 
     python benchmarks/selfplay_throughput.py [--workers 2] [--games 64] [--sims 64] [--model PATH|random]
 
-``make bench`` runs it with the defaults; tests/test_benchmarks.py runs every
-benchmark with tiny settings so none can rot.
+``make bench`` runs it with the defaults (the shipped Connect Four model, 64
+simulations, temperature 1 for 8 moves, as the default run plays);
+tests/test_benchmarks.py runs every benchmark with tiny settings so none can rot.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 
-@dataclass
+@dataclass(frozen=True)
 class Spec:
     game: str
     model: str
@@ -34,7 +45,10 @@ class Spec:
     channels: int
     sims: int
     games: int
-    batch: int
+    shard_games: int
+    in_flight: int
+    eval_batch: int
+    cache: int
     seed: int
     seconds: float = 0.0
 
@@ -43,7 +57,7 @@ def _net(spec: Spec):
     import torch
 
     from zeroloop.engine.games import make_game
-    from zeroloop.engine.nn import NetConfig, NetworkEvaluator, PolicyValueNet
+    from zeroloop.engine.nn import NetConfig, PolicyValueNet
 
     game = make_game(spec.game)
     if spec.model != "random":
@@ -53,45 +67,62 @@ def _net(spec: Spec):
     else:
         torch.manual_seed(spec.seed)
         net = PolicyValueNet.for_game(game, NetConfig(blocks=spec.blocks, channels=spec.channels))
-    return game, NetworkEvaluator(game, net, "cpu")
+    return game, net
 
 
-def selfplay_worker(spec: Spec, tick=None) -> dict:
+def selfplay_worker(spec: Spec, mode: str) -> dict:
+    from zeroloop.engine.nn import FixedBatchEvaluator, NetworkEvaluator
     from zeroloop.engine.search import MoveSchedule, SearchConfig, SearchStats
     from zeroloop.engine.selfplay import play_selfplay_games
 
-    game, ev = _net(spec)
+    game, net = _net(spec)
+    cfg, schedule = SearchConfig(simulations=spec.sims), MoveSchedule(temperature=1.0, temperature_moves=8)
+    seeds = [np.random.SeedSequence([spec.seed, k]) for k in range(spec.games)]
     stats = SearchStats()
     t0 = time.perf_counter()
-    records = play_selfplay_games(
-        game, ev, SearchConfig(simulations=spec.sims), MoveSchedule(temperature=1.0, temperature_moves=8),
-        spec.games,
-        rng=np.random.default_rng(spec.seed), parallel_games=spec.batch, stats=stats)
+    if mode == "before":
+        ev = NetworkEvaluator(game, net, "cpu", optimize=False)
+        records = []
+        for start in range(0, len(seeds), spec.shard_games):
+            shard = seeds[start:start + spec.shard_games]
+            records += play_selfplay_games(game, ev, cfg, schedule, shard, in_flight=len(shard), stats=stats)
+        rows, hits, calls = stats.evaluations, 0, stats.calls
+    else:
+        ev = FixedBatchEvaluator(NetworkEvaluator(game, net, "cpu"), batch=spec.eval_batch, cache=spec.cache)
+        records = play_selfplay_games(game, ev, cfg, schedule, seeds, in_flight=spec.in_flight, stats=stats)
+        rows, hits, calls = ev.computed, ev.hits, ev.computed // spec.eval_batch
     wall = time.perf_counter() - t0
-    return {"wall": wall, "sims": stats.simulations, "evals": stats.evaluations,
-            "calls": stats.calls, "moves": sum(len(r.actions) for r in records),
+    return {"wall": wall, "sims": stats.simulations, "asked": stats.evaluations, "rows": rows, "hits": hits,
+            "calls": calls, "moves": sum(len(r.actions) for r in records),
             "network": stats.network_s, "tree": stats.tree_s, "rules": stats.rules_s}
 
 
+def selfplay_before(spec: Spec, tick=None) -> dict:
+    return selfplay_worker(spec, "before")
+
+
+def selfplay_after(spec: Spec, tick=None) -> dict:
+    return selfplay_worker(spec, "after")
+
+
 def network_worker(spec: Spec, tick=None) -> dict:
-    game, ev = _net(spec)
+    from zeroloop.engine.games import random_line
+    from zeroloop.engine.nn import NetworkEvaluator
+
+    game, net = _net(spec)
+    ev = NetworkEvaluator(game, net, "cpu")
     rng = np.random.default_rng(spec.seed)
-    states = []
-    for _ in range(spec.batch):  # real mid-game positions
-        s = game.initial_state()
-        for _ in range(int(rng.integers(0, 20))):
-            legal = np.flatnonzero(game.legal_mask(s))
-            nxt = game.apply(s, int(rng.choice(legal)))
-            if nxt.outcome is not None:
-                break
-            s = nxt
-        states.append(s)
+    states = [random_line(game, int(rng.integers(0, 20)), rng)[0] for _ in range(spec.eval_batch)]
     ev(states)  # warm-up
     n, t0 = 0, time.perf_counter()
     while time.perf_counter() - t0 < spec.seconds:
         ev(states)  # encode + forward, as self-play pays for
         n += len(states)
     return {"wall": time.perf_counter() - t0, "positions": n}
+
+
+def _rate(results: list[dict], key: str) -> float:
+    return sum(r[key] / r["wall"] for r in results)
 
 
 def main() -> None:
@@ -102,50 +133,56 @@ def main() -> None:
     d = NetConfig()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--game", default="connect4")
-    p.add_argument("--workers", type=int, default=default_workers())
-    p.add_argument("--games", type=int, default=64, help="games per worker")
-    p.add_argument("--sims", type=int, default=64, help="simulations per move (the default run's 64)")
     p.add_argument("--model", default=str(SHIPPED_DIR / "connect4.pt"),
                    help="model file (default: the shipped Connect Four model), or 'random'")
-    p.add_argument("--batch", type=int, default=64, help="games searched together per worker")
-    p.add_argument("--blocks", type=int, default=d.blocks)
-    p.add_argument("--channels", type=int, default=d.channels)
+    p.add_argument("--workers", type=int, default=default_workers())
+    p.add_argument("--games", type=int, default=250,
+                   help="games per worker (default 250: the default run's 500 on 2 cores)")
+    p.add_argument("--sims", type=int, default=64, help="simulations per move (the default run's 64)")
+    p.add_argument("--shard-games", type=int, default=50, help="before: games per shard, all in flight")
+    p.add_argument("--in-flight", type=int, default=128, help="after: games in flight per worker")
+    p.add_argument("--eval-batch", type=int, default=32, help="after: positions per network call")
+    p.add_argument("--cache", type=int, default=100_000, help="after: cached positions per worker")
+    p.add_argument("--blocks", type=int, default=d.blocks, help="with --model random")
+    p.add_argument("--channels", type=int, default=d.channels, help="with --model random")
     p.add_argument("--warmup", type=float, default=1.0, help="seconds of network calls before measuring")
     a = p.parse_args()
 
-    specs = [Spec(a.game, a.model, a.blocks, a.channels, a.sims, a.games, a.batch, seed)
-             for seed in range(a.workers)]
-    with ProcessPool(a.workers) as pool:  # the same processes (one torch thread each) for both phases
+    specs = [Spec(a.game, a.model, a.blocks, a.channels, a.sims, a.games, a.shard_games, a.in_flight,
+                  a.eval_batch, a.cache, seed) for seed in range(a.workers)]
+    with ProcessPool(a.workers) as pool:  # the same processes (one torch thread each) for every phase
         def run(fn, tasks):
             return [f.result() for f in [pool.submit(fn, t) for t in tasks]]
 
-        run(network_worker, [Spec(**{**s.__dict__, "seconds": a.warmup}) for s in specs])
-        sp = run(selfplay_worker, specs)
-        seconds = float(np.mean([r["wall"] for r in sp]))
-        nw = run(network_worker, [Spec(**{**s.__dict__, "seconds": seconds}) for s in specs])
+        run(network_worker, [replace(s, seconds=a.warmup) for s in specs])
+        before = run(selfplay_before, specs)
+        after = run(selfplay_after, specs)
+        seconds = float(np.mean([r["wall"] for r in after]))
+        nw = run(network_worker, [replace(s, seconds=seconds) for s in specs])
 
-    sims_s = sum(r["sims"] / r["wall"] for r in sp)
-    moves_s = sum(r["moves"] / r["wall"] for r in sp)
-    evals_s = sum(r["evals"] / r["wall"] for r in sp)
-    net_s = sum(r["positions"] / r["wall"] for r in nw)
-    tot = {k: sum(r[k] for r in sp) for k in ("wall", "network", "tree", "rules")}
-    other = tot["wall"] - tot["network"] - tot["tree"] - tot["rules"]
+    net_s = _rate(nw, "positions")
     net = f"untrained {a.blocks}x{a.channels}" if a.model == "random" else a.model
-    print(f"game {a.game}, net {net}, {a.workers} worker process(es), "
-          f"1 torch thread each, batch {a.batch}, {a.sims} sims/move, {a.games} games/worker")
-    print(f"self-play      : {sims_s:9.0f} simulations/s  {evals_s:9.0f} network evals/s  "
-          f"{moves_s:7.1f} positions(moves)/s")
-    print(f"network only   : {net_s:9.0f} positions/s (same batch, same processes)")
-    print(f"ratio          : {sims_s / net_s:.3f}  (simulations/s over network-only positions/s)")
-    print(f"evals ratio    : {evals_s / net_s:.3f}  (network evals/s in self-play over network-only)")
-    calls = sum(r["calls"] for r in sp)
-    print(f"mean batch     : {sum(r['evals'] for r in sp) / max(calls, 1):.1f} positions per network call; "
-          f"{sum(r['sims'] for r in sp) / max(sum(r['evals'] for r in sp), 1):.2f} simulations "
-          "per evaluation")
-    print("time split     : " + "  ".join(
-        f"{k} {100 * v / tot['wall']:.1f}%" for k, v in
-        (("network", tot["network"]), ("tree", tot["tree"]), ("game rules", tot["rules"]),
-         ("other", other))))
+    print(f"game {a.game}, net {net}, {a.workers} worker process(es), 1 torch thread each, "
+          f"{a.sims} sims/move, {a.games} games/worker")
+    for name, res in (("before", before), ("after", after)):
+        sims_s, rows_s = _rate(res, "sims"), _rate(res, "rows")
+        calls, asked = sum(r["calls"] for r in res), sum(r["asked"] for r in res)
+        tot = {k: sum(r[k] for r in res) for k in ("wall", "network", "tree", "rules")}
+        other = tot["wall"] - tot["network"] - tot["tree"] - tot["rules"]
+        print(f"self-play {name:6s}: {sims_s:9.0f} simulations/s  {rows_s:9.0f} network rows/s  "
+              f"{_rate(res, 'moves'):7.1f} moves/s")
+        print(f"  batch        : {sum(r['rows'] for r in res) / max(calls, 1):.1f} rows per network call; "
+              f"{sum(r['sims'] for r in res) / max(sum(r['rows'] for r in res), 1):.2f} simulations per "
+              f"network row; cache hits {sum(r['hits'] for r in res) / max(asked, 1):.1%} of lookups")
+        print("  time split   : " + "  ".join(
+            f"{k} {100 * v / tot['wall']:.1f}%" for k, v in
+            (("network", tot["network"]), ("tree", tot["tree"]), ("game rules", tot["rules"]),
+             ("other", other))))
+    speedup = _rate(after, "sims") / _rate(before, "sims")
+    print(f"speed-up       : {speedup:.2f}x  (after over before, simulations/s)")
+    print(f"network only   : {net_s:9.0f} positions/s (inference net, batch {a.eval_batch}, same processes)")
+    print(f"ratio          : {_rate(after, 'sims') / net_s:.3f}  (after: simulations/s over network-only "
+          "positions/s)")
 
 
 if __name__ == "__main__":

@@ -16,9 +16,10 @@ SMOKE = {
         ["--seconds", "0.05", "--batches", "1,2", "--positions", "0", "--only", "BN folded"],
         ["eager fp32", "BN folded", "max dprior"]),
     "selfplay_throughput.py": (
-        ["--workers", "1", "--games", "2", "--sims", "4", "--batch", "2", "--model", "random",
-         "--blocks", "1", "--channels", "8", "--warmup", "0.1"],
-        ["self-play", "network only", "ratio", "mean batch", "time split"]),
+        ["--workers", "1", "--games", "3", "--sims", "4", "--shard-games", "2", "--in-flight", "2",
+         "--eval-batch", "4", "--model", "random", "--blocks", "1", "--channels", "8", "--warmup", "0.1"],
+        ["self-play before", "self-play after", "speed-up", "network only", "ratio", "cache hits",
+         "time split"]),
     "train_throughput.py": (
         ["--samples", "64", "--batch", "32", "--threads", "1", "--blocks", "1", "--channels", "8"],
         ["raw PyTorch loop", "Lightning fit", "ratio Lightning / raw"]),

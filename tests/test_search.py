@@ -168,8 +168,8 @@ def test_seeded_selfplay_is_reproducible():
     ev = random_net_evaluator(game)
 
     def run(seed):
-        return play_selfplay_games(game, ev, SearchConfig(simulations=16), MoveSchedule(), 6,
-                                   rng=np.random.default_rng(seed), parallel_games=4)
+        seeds = [np.random.SeedSequence([seed, k]) for k in range(6)]
+        return play_selfplay_games(game, ev, SearchConfig(simulations=16), MoveSchedule(), seeds, in_flight=4)
 
     a, b, c = run(7), run(7), run(8)
     assert [r.actions for r in a] == [r.actions for r in b]

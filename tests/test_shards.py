@@ -14,7 +14,7 @@ from zeroloop.pipeline.storage import DamagedFileError, load_shard, read_shard_m
 def records():
     game = make_game("connect4")
     recs = play_selfplay_games(game, uniform_evaluator(game), SearchConfig(simulations=8),
-                               MoveSchedule(), 5, rng=np.random.default_rng(2))
+                               MoveSchedule(), [np.random.SeedSequence([2, k]) for k in range(5)])
     return game, recs
 
 
@@ -114,3 +114,62 @@ def test_written_files_get_the_usual_mode_not_mkstemps_0600(tmp_path):
 
     atomic_write_bytes(tmp_path / "x.json", b"{}")
     assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o666 & ~_umask()
+
+
+def test_games_depend_on_neither_workers_nor_games_in_flight_nor_the_cache(tmp_path):
+    """Continuous batching mixes games of several shards in one search, so this
+    holds only because every game has its own generator and the network always
+    sees batches of exactly eval_batch positions."""
+    from zeroloop.pipeline.catalogue import SHIPPED_DIR
+
+    # a real network: a small random one can be too coarse to show batch-size effects
+    base = dict(game="connect4", model=str(SHIPPED_DIR / "connect4.pt"), net=None, games=12, shard_games=4,
+                search=SearchConfig(simulations=24), eval_batch=8)
+    runs = {"1 worker, 1 in flight, no cache": dict(workers=1, in_flight=1, eval_cache=0),
+            "1 worker, 5 in flight": dict(workers=1, in_flight=5, eval_cache=0),
+            "2 workers, 16 in flight, cache": dict(workers=2, in_flight=16, eval_cache=10_000),
+            "1 worker, 64 in flight, cache": dict(workers=1, in_flight=64, eval_cache=10_000)}
+    played = {}
+    for name, r in runs.items():
+        job = _job(**base, in_flight=r["in_flight"], eval_cache=r["eval_cache"])
+        results, stats = run_selfplay(job, workers=r["workers"], progress=False)  # records in memory
+        assert stats.network_rows % 8 == 0  # whole batches only
+        if r["eval_cache"]:
+            assert stats.cache_hits > 0
+        # root values in float32: a change of batch size shows in the last bits
+        played[name] = [(g.actions, g.policies.tobytes(), g.values.tobytes(), g.result)
+                        for res in results for g in res.records]
+    first = next(iter(played.values()))
+    assert len(first) == 12
+    for name, got in played.items():
+        assert got == first, f"{name}: other games"
+
+
+def test_fixed_batch_evaluator_sends_whole_batches_and_answers_as_the_network():
+    import torch
+
+    from zeroloop.engine.games import random_line
+    from zeroloop.engine.nn import FixedBatchEvaluator, NetworkEvaluator, PolicyValueNet
+
+    game = make_game("connect4")
+    torch.manual_seed(0)
+    net = NetworkEvaluator(game, PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8)), "cpu")
+    sizes = []
+
+    def spy(states):
+        sizes.append(len(states))
+        return net(states)
+
+    fixed = FixedBatchEvaluator(spy, batch=8, cache=100)
+    rng = np.random.default_rng(3)
+    states = [random_line(game, int(rng.integers(0, 12)), rng)[0] for _ in range(19)]
+    p, v = fixed(states + states[:3])  # repeats inside one request are computed once
+    assert set(sizes) == {8} and fixed.computed == 24 and fixed.hits == 0
+    ref = [net(states[i:i + 8] + [states[i]] * (8 - len(states[i:i + 8]))) for i in range(0, 19, 8)]
+    ref_p = np.concatenate([r[0][:len(states[i * 8:(i + 1) * 8])] for i, r in enumerate(ref)])
+    np.testing.assert_array_equal(p[:19], ref_p)
+    np.testing.assert_array_equal(p[19:], p[:3])
+    p2, v2 = fixed(states[:5])  # from the cache: the same answers, no network call
+    assert fixed.hits == 5 and len(sizes) == 3
+    np.testing.assert_array_equal(p2, p[:5])
+    np.testing.assert_array_equal(v2, v[:5])

@@ -78,8 +78,8 @@ def test_random_augmentation_uses_its_generator():
 def tictactoe_data():
     game = make_game("tictactoe")
     records = play_selfplay_games(game, uniform_evaluator(game), SearchConfig(simulations=24),
-                                  MoveSchedule(temperature=1.0, temperature_moves=9), 40,
-                                  rng=np.random.default_rng(0))
+                                  MoveSchedule(temperature=1.0, temperature_moves=9),
+                                  [np.random.SeedSequence([0, k]) for k in range(40)])
     arrays = records_to_arrays(game, records)
     planes = unpack_planes(arrays["planes"], game)
     policy = arrays["policy"].astype(np.float32)

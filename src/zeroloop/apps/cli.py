@@ -36,7 +36,7 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
         game = make_game(args.game)
         job = SelfplayJob(game=game.name, model=args.model, games=args.games,
                           search=SearchConfig(simulations=args.sims), seed=args.seed,
-                          shard_games=args.parallel, device=args.device)
+                          shard_games=args.shard_games, in_flight=args.in_flight, device=args.device)
     except (ValueError, FileNotFoundError) as exc:
         print(f"zeroloop selfplay: {exc}", file=sys.stderr)
         return 2
@@ -145,8 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--games", type=int, default=64, help="games to play (default 64)")
     s.add_argument("--sims", type=int, default=100, help="simulations per move (default 100)")
     s.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
-    s.add_argument("--parallel", type=int, default=64,
-                   help="games per shard, searched together by one worker (default 64)")
+    s.add_argument("--shard-games", type=int, default=64, help="games per shard (default 64)")
+    s.add_argument("--in-flight", type=int, default=64,
+                   help="games each worker searches together (default 64; speed only)")
     s.add_argument("--seed", type=int, default=0, help="seed for the games and the random net")
     s.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
     s.add_argument("--out", help="write the games as JSON lines to this file")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,34 +36,47 @@ class GameRecord:
 
 @dataclass
 class _Running:
+    index: int
+    rng: np.random.Generator
     actions: list[int] = field(default_factory=list)
     policies: list[np.ndarray] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
 
 
-def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig,
-                        schedule: MoveSchedule, num_games: int, *,
-                        rng: np.random.Generator, parallel_games: int = 64,
-                        on_game: Callable[[GameRecord], None] | None = None,
+def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, schedule: MoveSchedule,
+                        seeds: Sequence[np.random.SeedSequence], *, in_flight: int = 64,
+                        on_game: Callable[[int, GameRecord], None] | None = None,
                         stats: SearchStats | None = None) -> list[GameRecord]:
-    """Play ``num_games`` games of the evaluator against itself.
+    """Play one game of the evaluator against itself per seed; the records
+    come back in the order of ``seeds``.
 
-    ``parallel_games`` games share each search step (one evaluator call for
-    all their leaves); a finished game's slot starts the next game at once so
-    batches stay full. Root noise is on; moves follow ``schedule``. The same
-    ``rng`` state and a deterministic evaluator give the same games.
+    ``in_flight`` games share each search step (one evaluator call for all
+    their leaves); when one ends, the next waiting game takes its slot at once,
+    so batches stay full (continuous batching). Game ``i`` draws its root noise
+    and its move choices from ``default_rng(seeds[i])`` alone, so with an
+    evaluator whose answer for a position does not depend on the rest of its
+    batch (:class:`~zeroloop.engine.nn.FixedBatchEvaluator`) a game does not
+    depend on ``in_flight`` nor on the other games played with it.
+    ``on_game(i, record)`` follows each finished game.
     """
-    if num_games < 1:
+    if not seeds:
         return []
-    slots = min(parallel_games, num_games)
-    mcts = BatchedMCTS(game, evaluator, config, slots, rng=rng)
+    slots = min(in_flight, len(seeds))
+    mcts = BatchedMCTS(game, evaluator, config, slots, rng=np.random.default_rng(seeds[0]))
     running: dict[int, _Running] = {}
-    done: list[GameRecord] = []
-    started = 0
+    done: dict[int, GameRecord] = {}
+    waiting = iter(range(len(seeds)))
+
+    def start(slot: int) -> None:
+        i = next(waiting, None)
+        if i is None:
+            return
+        rng = np.random.default_rng(seeds[i])
+        mcts.set_root(slot, game.initial_state(), rng=rng)
+        running[slot] = _Running(i, rng)
+
     for slot in range(slots):
-        mcts.set_root(slot, game.initial_state())
-        running[slot] = _Running()
-        started += 1
+        start(slot)
     while running:
         order = sorted(running)
         res = mcts.search(order, add_noise=True)
@@ -71,7 +84,7 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig,
             rec = running[slot]
             state = mcts.root_state(slot)
             visits = res.visits[j]
-            action = choose_move(visits, schedule.temperature_at(state.ply), rng)
+            action = choose_move(visits, schedule.temperature_at(state.ply), rec.rng)
             rec.actions.append(action)
             rec.policies.append((visits / visits.sum()).astype(np.float32))
             rec.values.append(float(res.value[j]))
@@ -80,17 +93,14 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig,
                 continue
             record = GameRecord(rec.actions, np.stack(rec.policies),
                                 np.asarray(rec.values, np.float32), first_player_result(new))
-            done.append(record)
+            done[rec.index] = record
             if on_game is not None:
-                on_game(record)
+                on_game(rec.index, record)
             del running[slot]
-            if started < num_games:
-                mcts.set_root(slot, game.initial_state())
-                running[slot] = _Running()
-                started += 1
+            start(slot)
     if stats is not None:
         stats.merge(mcts.stats)
-    return done
+    return [done[i] for i in range(len(seeds))]
 
 
 def records_to_arrays(game: Game, records: list[GameRecord]) -> dict[str, np.ndarray]:

@@ -1,8 +1,12 @@
 """Self-play split into shards over worker processes, with a progress bar.
 
-A job is cut into shards of ``shard_games`` games; shard ``i`` is seeded from
-``(seed, i)``, so the games do not depend on how many workers play them. With
-an output directory each worker writes its finished shard at once (atomically),
+A job is cut into shards of ``shard_games`` games; game ``k`` of shard ``i`` is
+seeded from ``(seed, i, k)`` and the network is always called with
+``eval_batch`` positions, so the games do not depend on how many workers play
+them nor on how many games each keeps in flight. Each worker plays its share
+of the shards together (continuous batching: a finished game's slot takes the
+next game, of the same shard or the next). With an output directory a shard
+is written as soon as its last game ends (atomically),
 and :func:`run_selfplay` skips shards already on disk whose metadata matches
 the job, so a killed run resumes where it stopped and never mixes in games made
 with other settings or another model.
@@ -18,6 +22,7 @@ import numpy as np
 
 from zeroloop.engine.config import Annotated, at, check_fields
 from zeroloop.engine.games import Game, make_game
+from zeroloop.engine.nn import FixedBatchEvaluator
 from zeroloop.engine.nn.net import NetConfig
 from zeroloop.engine.search import MoveSchedule, SearchConfig, SearchStats
 from zeroloop.engine.selfplay import GameRecord, play_selfplay_games, records_to_arrays
@@ -28,7 +33,7 @@ from zeroloop.pipeline.storage import (
     read_shard_meta,
     save_shard,
 )
-from zeroloop.pipeline.workers import Tick, run_tasks
+from zeroloop.pipeline.workers import Tick, default_workers, run_tasks
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -39,14 +44,20 @@ class SelfplayConfig:
     temperature, temperature_moves: moves are sampled from the visit counts
         at ``temperature`` for the first ``temperature_moves`` plies, then the
         most-visited move is played (AlphaZero: 1.0 for 30 moves).
-    shard_games: games per shard, the unit of parallel work, of seeding and of
-        resuming a killed stage.
+    shard_games: games per shard, the unit of resuming a killed stage (a shard
+        is written as soon as its games are done).
+    eval_batch: positions per network call. A network's floating-point answer
+        depends on the batch size it is computed at, so self-play always calls
+        it with exactly this many positions (padding a short call): the games
+        then do not depend on the worker count or on how many games a worker
+        has in flight. 32 is near this CPU's network-only peak; a GPU wants more.
     """
 
     games: Annotated[int, at.Ge(1)] = 256
     temperature: Annotated[float, at.Interval(ge=0, le=10)] = 1.0
     temperature_moves: Annotated[int, at.Ge(0)] = 10
     shard_games: Annotated[int, at.Interval(ge=1, le=4096)] = 64
+    eval_batch: Annotated[int, at.Interval(ge=1, le=4096)] = 32
 
     def __post_init__(self) -> None:
         check_fields(self, "selfplay")
@@ -59,7 +70,12 @@ class SelfplayConfig:
 @dataclass(frozen=True)
 class SelfplayJob:
     """Everything a worker needs (picklable). ``model=None``: a random net of
-    shape ``net`` seeded from ``seed``."""
+    shape ``net`` seeded from ``seed``.
+
+    Shard ``i``'s game ``k`` is seeded from ``(seed, i, k)``. ``in_flight``
+    (games searched together per worker) and ``eval_cache`` (positions whose
+    network answers a worker remembers) change speed, never the games.
+    """
 
     game: str
     model: str | None
@@ -70,12 +86,18 @@ class SelfplayJob:
     shard_games: int = 64
     device: str = "auto"
     net: NetConfig | None = None
+    eval_batch: int = 32
+    in_flight: int = 128
+    eval_cache: int = 100_000
 
     def __post_init__(self) -> None:
         if self.games < 1:
             raise ValueError(f"games={self.games} must be >= 1")
         if self.shard_games < 1:
             raise ValueError(f"shard_games={self.shard_games} must be >= 1")
+        if self.eval_batch < 1 or self.in_flight < 1 or self.eval_cache < 0:
+            raise ValueError(f"eval_batch={self.eval_batch} and in_flight={self.in_flight} must be >= 1, "
+                             f"eval_cache={self.eval_cache} >= 0")
         if self.model and not Path(self.model).is_file():
             raise FileNotFoundError(f"{self.model}: no such model file")
 
@@ -88,19 +110,26 @@ class SelfplayJob:
         and the model file's checksum."""
         return {
             "game": self.game, "games": self.games, "seed": self.seed, "shard_games": self.shard_games,
-            "search": asdict(self.search), "schedule": asdict(self.schedule),
+            "search": asdict(self.search), "schedule": asdict(self.schedule), "eval_batch": self.eval_batch,
             "net": asdict(self.net) if self.net else None,
             "model_sha256": file_sha256(self.model) if self.model else None,
         }
 
 
 @dataclass(frozen=True)
-class _ShardTask:
-    job: SelfplayJob
+class _Shard:
     index: int
     games: int
     out: str | None  # shard file to write, or None to return the records
     meta: dict | None
+
+
+@dataclass(frozen=True)
+class _WorkerTask:
+    """One worker's shards, played together with continuous batching."""
+
+    job: SelfplayJob
+    shards: list[_Shard]
 
 
 @dataclass
@@ -108,38 +137,65 @@ class ShardResult:
     index: int
     games: int
     positions: int
-    stats: SearchStats
     records: list[GameRecord] | None  # only when not written to a file
 
 
-_EVALUATORS: dict = {}  # per worker process: (model, device) -> evaluator
+@dataclass
+class _WorkerResult:
+    shards: list[ShardResult]
+    stats: SearchStats
 
 
-def _evaluator(job: SelfplayJob, game: Game):
+_EVALUATORS: dict = {}  # per worker process: (model, ...) -> evaluator, its cache kept across tasks
+
+
+def _evaluator(job: SelfplayJob, game: Game) -> FixedBatchEvaluator:
     from zeroloop.engine.nn import NetworkEvaluator
     from zeroloop.pipeline.storage import load_or_init_net
 
-    key = (job.model, job.model and Path(job.model).stat().st_mtime_ns, job.seed, job.net, job.device)
+    key = (job.model, job.model and Path(job.model).stat().st_mtime_ns, job.seed, job.net, job.device,
+           job.eval_batch, job.eval_cache)
     if key not in _EVALUATORS:
         _EVALUATORS.clear()
         net, _ = load_or_init_net(game, job.model, job.seed, job.net)
-        _EVALUATORS[key] = NetworkEvaluator(game, net, job.device)
+        _EVALUATORS[key] = FixedBatchEvaluator(NetworkEvaluator(game, net, job.device), batch=job.eval_batch,
+                                               cache=job.eval_cache)
     return _EVALUATORS[key]
 
 
-def _play_shard(task: _ShardTask, tick: Tick) -> ShardResult:
+def _play_shards(task: _WorkerTask, tick: Tick) -> _WorkerResult:
+    """Play the task's shards with ``job.in_flight`` games in flight; write each
+    shard as soon as its last game ends."""
     job = task.job
     game = make_game(job.game)
+    evaluator = _evaluator(job, game)
+    before = (evaluator.hits, evaluator.computed)
+    owner = [(k, g) for k, shard in enumerate(task.shards) for g in range(shard.games)]
+    seeds = [np.random.SeedSequence([job.seed, task.shards[k].index, g]) for k, g in owner]
+    pending = {k: {} for k in range(len(task.shards))}  # shard -> {game: record} until it is whole
+    results: list[ShardResult] = []
+
+    def finished(i: int, record: GameRecord) -> None:
+        k, g = owner[i]
+        pending[k][g] = record
+        tick(1)
+        shard = task.shards[k]
+        if len(pending[k]) == shard.games:
+            whole = pending.pop(k)
+            records = [whole[n] for n in range(shard.games)]
+            positions = sum(len(r.actions) for r in records)
+            if shard.out is None:
+                results.append(ShardResult(shard.index, shard.games, positions, records))
+                return
+            save_shard(shard.out, records_to_arrays(game, records), dict(shard.meta, index=shard.index))
+            results.append(ShardResult(shard.index, shard.games, positions, None))
+
     stats = SearchStats()
-    rng = np.random.default_rng(np.random.SeedSequence([job.seed, task.index]))
-    records = play_selfplay_games(
-        game, _evaluator(job, game), job.search, job.schedule, task.games, rng=rng,
-        parallel_games=task.games, on_game=lambda _r: tick(1), stats=stats)
-    positions = sum(len(r.actions) for r in records)
-    if task.out is None:
-        return ShardResult(task.index, len(records), positions, stats, records)
-    save_shard(task.out, records_to_arrays(game, records), dict(task.meta, index=task.index))
-    return ShardResult(task.index, len(records), positions, stats, None)
+    play_selfplay_games(game, evaluator, job.search, job.schedule, seeds, in_flight=job.in_flight,
+                        on_game=finished, stats=stats)
+    stats.cache_hits += evaluator.hits - before[0]
+    stats.network_rows += evaluator.computed - before[1]
+    return _WorkerResult(results, stats)
 
 
 def shard_path(directory: str | Path, index: int) -> Path:
@@ -202,7 +258,7 @@ def run_selfplay(job: SelfplayJob, *, workers: int | None = None, progress: bool
     Without ``out_dir`` the records come back in each :class:`ShardResult`.
     With it, every shard is written to ``out_dir/shard_NNNNN.zls`` as it
     finishes and shards already there from the same job are kept, not
-    replayed (their results have ``stats`` zero). ``meta`` goes into each
+    replayed (their ``positions`` is -1). ``meta`` goes into each
     shard's header beside the job's identity.
     """
     sizes = job.shard_sizes()
@@ -212,17 +268,21 @@ def run_selfplay(job: SelfplayJob, *, workers: int | None = None, progress: bool
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         done = finished_shards(job, out_dir, identity)
     shard_meta = dict(meta or {}, identity=identity)
-    tasks = [_ShardTask(job, i, n, str(shard_path(out_dir, i)) if out_dir is not None else None,
-                        dict(shard_meta, games=n))
-             for i, n in enumerate(sizes) if i not in done]
-    remaining = sum(t.games for t in tasks)
+    todo = [_Shard(i, n, str(shard_path(out_dir, i)) if out_dir is not None else None,
+                   dict(shard_meta, games=n))
+            for i, n in enumerate(sizes) if i not in done]
+    n_workers = max(1, min(workers or default_workers(), len(todo)))
+    tasks = [_WorkerTask(job, todo[k::n_workers]) for k in range(n_workers) if todo[k::n_workers]]
+    remaining = sum(s.games for s in todo)
     desc = f"self-play {job.game}" + (f" ({len(done)} shards kept)" if done else "")
-    results = run_tasks(_play_shard, tasks, workers=workers, total=remaining, desc=desc,
-                        unit="game", progress=progress)
+    parts = run_tasks(_play_shards, tasks, workers=n_workers, total=remaining, desc=desc,
+                      unit="game", progress=progress)
     stats = SearchStats()
-    for r in results:
-        stats.merge(r.stats)
-    kept = [ShardResult(i, sizes[i], -1, SearchStats(), None) for i in sorted(done)]
+    results = []
+    for part in parts:
+        stats.merge(part.stats)
+        results.extend(part.shards)
+    kept = [ShardResult(i, sizes[i], -1, None) for i in sorted(done)]
     return sorted(results + kept, key=lambda r: r.index), stats
 
 

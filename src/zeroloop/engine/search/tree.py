@@ -38,11 +38,14 @@ class SearchStats:
     tree_s: float = 0.0
     rules_s: float = 0.0
     simulations: int = 0
-    evaluations: int = 0
+    evaluations: int = 0  # positions the tree asked the evaluator for
     calls: int = 0
+    cache_hits: int = 0  # of those, answered from an evaluator's cache
+    network_rows: int = 0  # rows the network computed (padding of fixed batches included)
 
     def merge(self, other: SearchStats) -> None:
-        for f in ("network_s", "tree_s", "rules_s", "simulations", "evaluations", "calls"):
+        for f in ("network_s", "tree_s", "rules_s", "simulations", "evaluations", "calls", "cache_hits",
+                  "network_rows"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
 
@@ -61,6 +64,17 @@ class SearchResult:
     q: np.ndarray
     value: np.ndarray
     priors: np.ndarray
+
+
+def row_sums(x: np.ndarray) -> np.ndarray:
+    """``[N, A] -> [N]``, added column by column: the same bits for a row
+    whatever the other rows (numpy's axis reductions may change their order of
+    addition with the array's shape, and a game must not depend on which games
+    share its search)."""
+    out = x[:, 0].copy()
+    for a in range(1, x.shape[1]):
+        out += x[:, a]
+    return out
 
 
 @dataclass
@@ -86,6 +100,9 @@ class BatchedMCTS:
         self.game, self.evaluator, self.config = game, evaluator, config
         self.num_slots = num_slots
         self.rng = rng
+        # each slot draws its root noise and rollouts from its own generator (self-play gives every
+        # game one, so a game does not depend on which others share the search); default: ``rng``
+        self.slot_rng: list[np.random.Generator] = [rng] * num_slots
         A = game.num_actions
         # a search adds at most `simulations` nodes; room for as many reused
         self.cap = pool_size or 2 * config.simulations + 2
@@ -115,8 +132,9 @@ class BatchedMCTS:
         )
 
     # -- roots --------------------------------------------------------------
-    def set_root(self, slot: int, state: State) -> None:
-        """Start a fresh tree in ``slot`` at ``state`` (a running game)."""
+    def set_root(self, slot: int, state: State, rng: np.random.Generator | None = None) -> None:
+        """Start a fresh tree in ``slot`` at ``state`` (a running game); ``rng``,
+        when given, becomes the slot's generator for its noise and rollouts."""
         if state.outcome is not None:
             raise ValueError("cannot search a finished game")
         root = slot * self.cap
@@ -126,6 +144,8 @@ class BatchedMCTS:
         self.states[root] = state
         self._noised[slot] = False
         self._active[slot] = True
+        if rng is not None:
+            self.slot_rng[slot] = rng
 
     def root_state(self, slot: int) -> State:
         return self.states[self.roots[slot]]
@@ -188,7 +208,7 @@ class BatchedMCTS:
         if add_noise and self.config.dirichlet_epsilon > 0:
             for g in slots_arr:
                 if not self._noised[g]:
-                    self._add_noise(self.roots[g])
+                    self._add_noise(int(g))
                     self._noised[g] = True
         self.remaining[slots_arr] = sims
         cfg, b = self.config, self._buf
@@ -216,7 +236,7 @@ class BatchedMCTS:
             return
         leaves = self.roots[fresh]
         states = [self.states[r] for r in leaves]
-        priors, values, masks = self._evaluate_states(states)
+        priors, values, masks = self._evaluate_states(states, fresh)
         t1 = time.perf_counter()
         b = self._buf
         b.path_len[: len(fresh)] = 0
@@ -226,8 +246,9 @@ class BatchedMCTS:
                             self.node_kind, self.node_value, self.node_n, 0.0)
         self.stats.tree_s += time.perf_counter() - t1
 
-    def _evaluate_states(self, states: list[State]):
-        """Priors (masked, normalised), values and legal masks for live states."""
+    def _evaluate_states(self, states: list[State], slots: Sequence[int]):
+        """Priors (masked, normalised), values and legal masks for live states
+        (``slots[i]``: the slot ``states[i]`` belongs to)."""
         game = self.game
         t0 = time.perf_counter()
         masks = np.stack([game.legal_mask(s) for s in states])
@@ -235,13 +256,14 @@ class BatchedMCTS:
         priors, values = self.evaluator(states)
         t2 = time.perf_counter()
         priors = np.where(masks, priors, 0.0).astype(np.float32)
-        total = priors.sum(axis=1, keepdims=True)
+        total = row_sums(priors)[:, None]
         uniform = masks / masks.sum(axis=1, keepdims=True)
         priors = np.where(total > 0, priors / np.maximum(total, 1e-30), uniform).astype(np.float32)
         values = np.asarray(values, dtype=np.float32).reshape(-1)
         if self.config.rollout_mix > 0:
             lam = self.config.rollout_mix
-            z = np.array([random_rollout(game, s, self.rng) for s in states], np.float32)
+            z = np.array([random_rollout(game, s, self.slot_rng[g]) for s, g in zip(states, slots)],
+                         np.float32)
             values = (1 - lam) * values + lam * z
         self.stats.rules_s += (t1 - t0) + (time.perf_counter() - t2)
         self.stats.network_s += t2 - t1
@@ -254,7 +276,8 @@ class BatchedMCTS:
         t0 = time.perf_counter()
         terminal = np.zeros(n, dtype=np.bool_)
         values = np.zeros(n, dtype=np.float32)
-        live_idx, live_states = [], []
+        live_idx, live_states, live_slots = [], [], []
+        slot_of = self._buf.out_slot
         for i in range(n):
             s = game.apply(self.states[parents[i]], int(actions[i]))
             self.states[leaves[i]] = s
@@ -264,12 +287,13 @@ class BatchedMCTS:
             else:
                 live_idx.append(i)
                 live_states.append(s)
+                live_slots.append(int(slot_of[i]))
         A = game.num_actions
         priors = np.zeros((n, A), dtype=np.float32)
         masks = np.zeros((n, A), dtype=np.bool_)
         self.stats.rules_s += time.perf_counter() - t0
         if live_states:
-            p, v, m = self._evaluate_states(live_states)
+            p, v, m = self._evaluate_states(live_states, live_slots)
             priors[live_idx], values[live_idx], masks[live_idx] = p, v, m
         t1 = time.perf_counter()
         b = self._buf
@@ -279,10 +303,11 @@ class BatchedMCTS:
                             self.node_kind, self.node_value, self.node_n, vloss)
         self.stats.tree_s += time.perf_counter() - t1
 
-    def _add_noise(self, root: int) -> None:
+    def _add_noise(self, slot: int) -> None:
+        root = self.roots[slot]
         legal = np.flatnonzero(self.legal[root])
         eps = self.config.dirichlet_epsilon
-        noise = self.rng.dirichlet(np.full(len(legal), self.config.dirichlet_alpha))
+        noise = self.slot_rng[slot].dirichlet(np.full(len(legal), self.config.dirichlet_alpha))
         self.prior[root, legal] = (1 - eps) * self.prior[root, legal] + eps * noise
 
     def _root_result(self, slots: np.ndarray) -> SearchResult:
@@ -291,5 +316,5 @@ class BatchedMCTS:
         w = self.edge_w[roots]
         q = np.divide(w, visits, out=np.zeros_like(w), where=visits > 0)
         total = visits.sum(axis=1)
-        value = np.where(total > 0, w.sum(axis=1) / np.maximum(total, 1), self.node_value[roots])
+        value = np.where(total > 0, row_sums(w) / np.maximum(total, 1), self.node_value[roots])
         return SearchResult(visits, q, value.astype(np.float32), self.prior[roots].copy())

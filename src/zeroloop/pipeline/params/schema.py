@@ -174,6 +174,11 @@ class GenerationParams(_Section):
 class RuntimeParams(_Section):
     device: str = "auto"
     workers: int = Field(0, ge=0, le=1024, description="0: one per core")
+    games_in_flight: int = Field(128, ge=1, le=65536,
+                                 description="self-play games each worker searches together (speed only)")
+    eval_cache: int = Field(100_000, ge=0, le=100_000_000,
+                            description="positions whose network answers a self-play worker remembers "
+                                        "(speed only; 0: off)")
 
     @field_validator("device")
     @classmethod

@@ -1,0 +1,63 @@
+"""The inference net answers as the trained net does, and a position's answer
+does not depend on the other positions of its batch (fixed-batch self-play
+relies on it)."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from zeroloop.engine.games import make_game, random_line
+from zeroloop.engine.nn import NetConfig, NetworkEvaluator, PolicyValueNet
+from zeroloop.pipeline.catalogue import SHIPPED_DIR
+from zeroloop.pipeline.storage import load_model
+
+
+def _net(name):
+    game = make_game(name)
+    if name == "connect4":
+        return game, load_model(SHIPPED_DIR / "connect4.pt", game)[0]
+    torch.manual_seed(0)
+    net = PolicyValueNet.for_game(game, NetConfig(blocks=2, channels=32, value_hidden=32))
+    for m in net.modules():  # trained-looking BatchNorm statistics, so that folding has work to do
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+    return game, net.eval()
+
+
+def _planes(game, n, seed):
+    rng = np.random.default_rng(seed)
+    return game.encode([random_line(game, int(rng.integers(0, game.max_moves)), rng)[0] for _ in range(n)])
+
+
+@pytest.mark.parametrize("name", ["connect4", "tictactoe", "gomoku", "othello-6x6"])
+def test_inference_net_answers_as_the_trained_net(name):
+    game, net = _net(name)
+    x = _planes(game, 64, 0)
+    p0, v0 = NetworkEvaluator(game, net, "cpu", optimize=False).evaluate_planes(x)
+    p1, v1 = NetworkEvaluator(game, net, "cpu").evaluate_planes(x)
+    np.testing.assert_allclose(p1, p0, atol=1e-5)
+    np.testing.assert_allclose(v1, v0, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch", [8, 32])
+@pytest.mark.parametrize("name", ["connect4", "othello-6x6"])
+def test_an_answer_does_not_depend_on_the_rest_of_the_batch(name, batch):
+    game, net = _net(name)
+    ev = NetworkEvaluator(game, net, "cpu")
+    x = _planes(game, 96, 1)
+    alone = []
+    for j in range(len(x)):  # each position with zero rows around it
+        b = np.zeros((batch,) + x.shape[1:], np.float32)
+        b[0] = x[j]
+        p, v = ev.evaluate_planes(b)
+        alone.append((p[0].tobytes(), float(v[0])))
+    rng = np.random.default_rng(2)
+    for _ in range(60):
+        idx = rng.choice(len(x), batch, replace=True)  # duplicates included, as padding makes them
+        p, v = ev.evaluate_planes(x[idx])
+        for r, j in enumerate(idx):
+            assert (p[r].tobytes(), float(v[r])) == alone[j]
