@@ -146,8 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--sims", type=int, default=100, help="simulations per move (default 100)")
     s.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
     s.add_argument("--shard-games", type=int, default=64, help="games per shard (default 64)")
-    s.add_argument("--in-flight", type=int, default=64,
-                   help="games each worker searches together (default 64; speed only)")
+    s.add_argument("--in-flight", type=int, default=128,
+                   help="games each worker searches together (default 128; speed only)")
     s.add_argument("--seed", type=int, default=0, help="seed for the games and the random net")
     s.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
     s.add_argument("--out", help="write the games as JSON lines to this file")
