@@ -21,7 +21,6 @@ ONNX Runtime on the folded net (when onnx and onnxruntime are installed).
 from __future__ import annotations
 
 import argparse
-import copy
 import io
 import time
 import warnings
@@ -32,23 +31,6 @@ import torch
 from torch import nn
 
 Infer = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
-
-
-def fold_batchnorm(net: nn.Module) -> nn.Module:
-    """A copy of ``net`` (eval mode) with every Conv2d -> BatchNorm2d pair fused
-    into one convolution and the BatchNorm replaced by the identity."""
-    from torch.nn.utils.fusion import fuse_conv_bn_eval
-
-    folded = copy.deepcopy(net).eval()
-    for block in folded.trunk:
-        block.conv1 = fuse_conv_bn_eval(block.conv1, block.bn1)
-        block.bn1 = nn.Identity()
-        block.conv2 = fuse_conv_bn_eval(block.conv2, block.bn2)
-        block.bn2 = nn.Identity()
-    for seq in (folded.stem, folded.policy_conv, folded.value_conv):
-        seq[0] = fuse_conv_bn_eval(seq[0], seq[1])
-        seq[1] = nn.Identity()
-    return folded
 
 
 def torch_infer(net: nn.Module, *, channels_last: bool = False, bf16: bool = False) -> Infer:
@@ -84,7 +66,9 @@ def onnx_infer(net: nn.Module, example: np.ndarray) -> Infer:
 
 
 def options(net: nn.Module, example: np.ndarray) -> dict[str, Callable[[], Infer]]:
-    folded = lambda: fold_batchnorm(net)  # noqa: E731
+    from zeroloop.engine.nn import inference_net
+
+    folded = lambda: inference_net(net)  # noqa: E731  (BatchNorm folded, as self-play runs it)
     return {
         "eager fp32": lambda: torch_infer(net),
         "BN folded": lambda: torch_infer(folded()),
