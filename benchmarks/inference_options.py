@@ -11,7 +11,8 @@ for every option). An option that is faster but moves the error beyond noise
 is no option.
 
 Options: eager fp32; BatchNorm folded into the convolutions; channels-last;
-bf16 autocast (native on CPUs with avx512_bf16 / AMX); int8 dynamic
+bf16 autocast (native on CPUs with avx512_bf16 / AMX); the folded net's
+weights and activations in bf16 (``runtime.precision: bf16``); int8 dynamic
 quantisation of the linear layers; torch.compile (inductor) of the folded net;
 ONNX Runtime on the folded net (when onnx and onnxruntime are installed).
 
@@ -46,6 +47,15 @@ def torch_infer(net: nn.Module, *, channels_last: bool = False, bf16: bool = Fal
     return run
 
 
+def bf16_weights(net: nn.Module) -> Infer:
+    """The inference net stored and run in bf16, as ``runtime.precision: bf16`` runs it."""
+    from zeroloop.engine.games import make_game
+    from zeroloop.engine.nn import NetworkEvaluator
+
+    # the evaluator only needs the game to encode states; these options get planes
+    return NetworkEvaluator(make_game("connect4"), net, "cpu", precision="bf16").evaluate_planes
+
+
 def onnx_infer(net: nn.Module, example: np.ndarray) -> Infer:
     import onnxruntime as ort
 
@@ -75,6 +85,7 @@ def options(net: nn.Module, example: np.ndarray) -> dict[str, Callable[[], Infer
         "BN folded + channels-last": lambda: torch_infer(folded().to(memory_format=torch.channels_last),
                                                          channels_last=True),
         "BN folded + bf16 autocast": lambda: torch_infer(folded(), bf16=True),
+        "BN folded + bf16 weights": lambda: bf16_weights(net),
         "BN folded + int8 linear": lambda: torch_infer(torch.ao.quantization.quantize_dynamic(
             folded(), {nn.Linear}, dtype=torch.qint8)),
         "BN folded + torch.compile": lambda: torch_infer(torch.compile(folded(), dynamic=False)),

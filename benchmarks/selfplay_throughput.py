@@ -22,6 +22,7 @@ positions/s, the ratio, positions per network call, simulations per network
 row, the cache's hit rate and the time split (network / tree / game rules).
 
     python benchmarks/selfplay_throughput.py [--workers 2] [--games 64] [--sims 64] [--model PATH|random]
+        [--device cpu|cuda] [--precision fp32|bf16|fp16]
 
 ``make bench`` runs it with the defaults (the shipped Connect Four model, 64
 simulations, temperature 1 for 8 moves, as the default run plays);
@@ -50,6 +51,8 @@ class Spec:
     eval_batch: int
     cache: int
     seed: int
+    device: str = "cpu"
+    precision: str = "fp32"
     seconds: float = 0.0
 
 
@@ -81,14 +84,15 @@ def selfplay_worker(spec: Spec, mode: str) -> dict:
     stats = SearchStats()
     t0 = time.perf_counter()
     if mode == "before":
-        ev = NetworkEvaluator(game, net, "cpu", optimize=False)
+        ev = NetworkEvaluator(game, net, spec.device, optimize=False)
         records = []
         for start in range(0, len(seeds), spec.shard_games):
             shard = seeds[start:start + spec.shard_games]
             records += play_selfplay_games(game, ev, cfg, schedule, shard, in_flight=len(shard), stats=stats)
         rows, hits, calls = stats.evaluations, 0, stats.calls
     else:
-        ev = FixedBatchEvaluator(NetworkEvaluator(game, net, "cpu"), batch=spec.eval_batch, cache=spec.cache)
+        ev = FixedBatchEvaluator(NetworkEvaluator(game, net, spec.device, precision=spec.precision),
+                                 batch=spec.eval_batch, cache=spec.cache)
         records = play_selfplay_games(game, ev, cfg, schedule, seeds, in_flight=spec.in_flight, stats=stats)
         rows, hits, calls = ev.computed, ev.hits, ev.computed // spec.eval_batch
     wall = time.perf_counter() - t0
@@ -110,7 +114,7 @@ def network_worker(spec: Spec, tick=None) -> dict:
     from zeroloop.engine.nn import NetworkEvaluator
 
     game, net = _net(spec)
-    ev = NetworkEvaluator(game, net, "cpu")
+    ev = NetworkEvaluator(game, net, spec.device, precision=spec.precision)
     rng = np.random.default_rng(spec.seed)
     states = [random_line(game, int(rng.integers(0, 20)), rng)[0] for _ in range(spec.eval_batch)]
     ev(states)  # warm-up
@@ -146,10 +150,21 @@ def main() -> None:
     p.add_argument("--blocks", type=int, default=d.blocks, help="with --model random")
     p.add_argument("--channels", type=int, default=d.channels, help="with --model random")
     p.add_argument("--warmup", type=float, default=1.0, help="seconds of network calls before measuring")
+    p.add_argument("--device", default="cpu",
+                   help="cpu (default), cuda[:N] or auto; on CUDA try --in-flight 1024 --eval-batch 512")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
+                   help="after and network only: the inference net's number format (fp16: CUDA only)")
     a = p.parse_args()
+    from zeroloop.engine.nn import resolve_device
+    from zeroloop.engine.nn.inference import resolve_precision
+
+    try:
+        resolve_precision(a.precision, resolve_device(a.device))
+    except ValueError as exc:
+        p.error(str(exc))
 
     specs = [Spec(a.game, a.model, a.blocks, a.channels, a.sims, a.games, a.shard_games, a.in_flight,
-                  a.eval_batch, a.cache, seed) for seed in range(a.workers)]
+                  a.eval_batch, a.cache, seed, a.device, a.precision) for seed in range(a.workers)]
     with ProcessPool(a.workers) as pool:  # the same processes (one torch thread each) for every phase
         def run(fn, tasks):
             return [f.result() for f in [pool.submit(fn, t) for t in tasks]]
@@ -163,7 +178,8 @@ def main() -> None:
     net_s = _rate(nw, "positions")
     net = f"untrained {a.blocks}x{a.channels}" if a.model == "random" else a.model
     print(f"game {a.game}, net {net}, {a.workers} worker process(es), 1 torch thread each, "
-          f"{a.sims} sims/move, {a.games} games/worker")
+          f"{a.sims} sims/move, {a.games} games/worker, device {resolve_device(a.device)}, "
+          f"after/network precision {a.precision}")
     for name, res in (("before", before), ("after", after)):
         sims_s, rows_s = _rate(res, "sims"), _rate(res, "rows")
         calls, asked = sum(r["calls"] for r in res), sum(r["asked"] for r in res)

@@ -17,7 +17,8 @@ SMOKE = {
         ["eager fp32", "BN folded", "max dprior"]),
     "selfplay_throughput.py": (
         ["--workers", "1", "--games", "3", "--sims", "4", "--shard-games", "2", "--in-flight", "2",
-         "--eval-batch", "4", "--model", "random", "--blocks", "1", "--channels", "8", "--warmup", "0.1"],
+         "--eval-batch", "4", "--model", "random", "--blocks", "1", "--channels", "8", "--warmup", "0.1",
+         "--precision", "bf16"],
         ["self-play before", "self-play after", "speed-up", "network only", "ratio", "cache hits",
          "time split"]),
     "train_throughput.py": (

@@ -34,6 +34,8 @@ def test_shipped_params_files_are_valid_and_complete(path):
     ({"generations": {"1": {"prev": 0}, "3": {"prev": 2}}}, "generation 2 is missing before generation 3"),
     ({"generations": {"1": {"prev": 0}, "2": {"prev": 0}}}, "generation 2: prev must be 1, got 0"),
     ({"runtime": {"device": "tpu"}}, "runtime.device: must be auto, cpu or cuda[:N]"),
+    ({"runtime": {"device": "cpu", "precision": "fp16"}}, "precision fp16 needs a CUDA device"),
+    ({"runtime": {"precision": "half"}}, "runtime.precision"),
     ({"seed": "x"}, "seed: Input should be a valid integer"),
 ])
 def test_bad_params_name_the_key_and_what_is_allowed(data, expected):
@@ -62,6 +64,7 @@ def test_fingerprint_ignores_generations_and_runtime_but_not_search():
     other = parse_params({"mcts": {"c_puct": 2.0}})
     assert base.fingerprint() == more.fingerprint()
     assert base.fingerprint() != other.fingerprint()
+    assert base.fingerprint() != parse_params({"runtime": {"precision": "bf16"}}).fingerprint()
 
 
 def test_full_dump_round_trips_with_quoted_generation_keys():

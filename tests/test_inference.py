@@ -43,11 +43,12 @@ def test_inference_net_answers_as_the_trained_net(name):
     np.testing.assert_allclose(v1, v0, atol=1e-5)
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
 @pytest.mark.parametrize("batch", [8, 32])
 @pytest.mark.parametrize("name", ["connect4", "othello-6x6"])
-def test_an_answer_does_not_depend_on_the_rest_of_the_batch(name, batch):
+def test_an_answer_does_not_depend_on_the_rest_of_the_batch(name, batch, precision):
     game, net = _net(name)
-    ev = NetworkEvaluator(game, net, "cpu")
+    ev = NetworkEvaluator(game, net, "cpu", precision=precision)
     x = _planes(game, 96, 1)
     alone = []
     for j in range(len(x)):  # each position with zero rows around it
@@ -61,3 +62,46 @@ def test_an_answer_does_not_depend_on_the_rest_of_the_batch(name, batch):
         p, v = ev.evaluate_planes(x[idx])
         for r, j in enumerate(idx):
             assert (p[r].tobytes(), float(v[r])) == alone[j]
+
+
+def test_bf16_answers_close_to_fp32_as_float32():
+    game, net = _net("connect4")
+    x = _planes(game, 64, 3)
+    p32, v32 = NetworkEvaluator(game, net, "cpu").evaluate_planes(x)
+    p16, v16 = NetworkEvaluator(game, net, "cpu", precision="bf16").evaluate_planes(x)
+    assert p16.dtype == np.float32 and v16.dtype == np.float32
+    assert not np.array_equal(p16, p32)  # it really ran in bf16
+    np.testing.assert_allclose(p16, p32, atol=0.02)
+    np.testing.assert_allclose(v16, v32, atol=0.08)
+
+
+def test_fp16_and_unknown_precisions_are_refused_on_the_cpu():
+    game, net = _net("tictactoe")
+    with pytest.raises(ValueError, match="fp16.*needs a CUDA device"):
+        NetworkEvaluator(game, net, "cpu", precision="fp16")
+    with pytest.raises(ValueError, match="precision 'int4': expected one of auto, fp32, bf16, fp16"):
+        NetworkEvaluator(game, net, "cpu", precision="int4")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_cuda_answers_as_the_cpu_through_pinned_buffers(precision):
+    game, net = _net("connect4")
+    ref_p, ref_v = NetworkEvaluator(game, net, "cpu").evaluate_planes(_planes(game, 64, 4))
+    ev = NetworkEvaluator(game, net, "cuda", precision=precision)
+    for n in (64, 8, 64):  # the pinned buffer is reused, and sliced for a smaller batch
+        p, v = ev.evaluate_planes(_planes(game, 64, 4)[:n])
+        tol = 1e-4 if precision == "fp32" else 0.05
+        np.testing.assert_allclose(p, ref_p[:n], atol=tol)
+        np.testing.assert_allclose(v, ref_v[:n], atol=2 * tol)
+    assert ev._pinned is not None and ev._pinned.is_pinned()
+
+
+def test_auto_precision_is_bf16_exactly_where_the_device_computes_it_natively():
+    from zeroloop.engine.nn.inference import native_bf16, precision_name
+
+    cpu = torch.device("cpu")
+    assert precision_name("auto", cpu) == ("bf16" if native_bf16(cpu) else "fp32")
+    game, net = _net("tictactoe")
+    assert NetworkEvaluator(game, net, "cpu", precision="auto").dtype == (
+        torch.bfloat16 if native_bf16(cpu) else torch.float32)

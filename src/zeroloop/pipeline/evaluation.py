@@ -50,7 +50,7 @@ def solver_errors(p: Params, path: str, positions: PositionSet) -> dict:
 
     game = p.make_game()
     net, _, _ = load_model(path, game)
-    ev = NetworkEvaluator(game, net, p.runtime.device)
+    ev = NetworkEvaluator(game, net, p.runtime.device, precision=p.runtime.precision)
     states = positions.states(game)
     priors, _ = ev(states)
     legal = np.stack([game.legal_mask(s) for s in states])

@@ -48,11 +48,11 @@ def init_step(p: Params, layout: Layout) -> dict:
 
 
 def selfplay_job(p: Params, model: str | None, seed: int) -> SelfplayJob:
-    """Self-play as params.yaml sets it (``mcts``, ``selfplay``, ``runtime.device``)."""
+    """Self-play as params.yaml sets it (``mcts``, ``selfplay``, ``runtime.device`` and ``precision``)."""
     s, r = p.selfplay.config(), p.runtime
     return SelfplayJob(game=p.game, model=model, games=s.games, search=p.mcts.config(), schedule=s.schedule,
                        seed=seed, shard_games=s.shard_games, device=r.device, eval_batch=s.eval_batch,
-                       in_flight=r.games_in_flight, eval_cache=r.eval_cache)
+                       in_flight=r.games_in_flight, eval_cache=r.eval_cache, precision=r.precision)
 
 
 def selfplay_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: bool = True
@@ -173,7 +173,7 @@ def model_player(p: Params, path: str, name: str, match) -> PlayerSpec:
     """A model searched as a gate or evaluation match sets it (``match``: ``p.gate``, ``p.evaluate``)."""
     return PlayerSpec("mcts", name, model=path, search=p.match_search(match),
                       schedule=match.config().schedule,
-                      device=p.runtime.device)
+                      device=p.runtime.device, precision=p.runtime.precision)
 
 
 def gate_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: bool = True

@@ -79,6 +79,7 @@ class PlayerSpec:
     schedule: MoveSchedule = GREEDY_MOVES
     playouts: int = 400
     device: str = "auto"
+    precision: str = "fp32"
 
     def build(self, game: Game, rng: np.random.Generator) -> Player:
         from zeroloop.engine import perfect
@@ -97,8 +98,9 @@ class PlayerSpec:
             from zeroloop.pipeline.storage import load_or_init_net
 
             net, _ = load_or_init_net(game, self.model, 0)
-            return P.MCTSPlayer(game, NetworkEvaluator(game, net, self.device), self.search, rng=rng,
-                                schedule=self.schedule, noise=False, name=self.name)
+            ev = NetworkEvaluator(game, net, self.device, precision=self.precision)
+            return P.MCTSPlayer(game, ev, self.search, rng=rng, schedule=self.schedule, noise=False,
+                                name=self.name)
         raise ValueError(f"unknown player kind {self.kind!r}")
 
 

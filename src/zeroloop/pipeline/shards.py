@@ -89,6 +89,7 @@ class SelfplayJob:
     eval_batch: int = 32
     in_flight: int = 128
     eval_cache: int = 100_000
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.games < 1:
@@ -100,6 +101,12 @@ class SelfplayJob:
                              f"eval_cache={self.eval_cache} >= 0")
         if self.model and not Path(self.model).is_file():
             raise FileNotFoundError(f"{self.model}: no such model file")
+
+    def _precision(self) -> str:
+        from zeroloop.engine.nn import resolve_device
+        from zeroloop.engine.nn.inference import precision_name
+
+        return precision_name(self.precision, resolve_device(self.device))
 
     def shard_sizes(self) -> list[int]:
         full, rest = divmod(self.games, self.shard_games)
@@ -113,6 +120,9 @@ class SelfplayJob:
             "search": asdict(self.search), "schedule": asdict(self.schedule), "eval_batch": self.eval_batch,
             "net": asdict(self.net) if self.net else None,
             "model_sha256": file_sha256(self.model) if self.model else None,
+            # as resolved on this machine; fp32 is left out, so that shards made before the key
+            # existed are still reused
+            **({"precision": p} if (p := self._precision()) != "fp32" else {}),
         }
 
 
@@ -154,12 +164,12 @@ def _evaluator(job: SelfplayJob, game: Game) -> FixedBatchEvaluator:
     from zeroloop.pipeline.storage import load_or_init_net
 
     key = (job.model, job.model and Path(job.model).stat().st_mtime_ns, job.seed, job.net, job.device,
-           job.eval_batch, job.eval_cache)
+           job.eval_batch, job.eval_cache, job.precision)
     if key not in _EVALUATORS:
         _EVALUATORS.clear()
         net, _ = load_or_init_net(game, job.model, job.seed, job.net)
-        _EVALUATORS[key] = FixedBatchEvaluator(NetworkEvaluator(game, net, job.device), batch=job.eval_batch,
-                                               cache=job.eval_cache)
+        ev = NetworkEvaluator(game, net, job.device, precision=job.precision)
+        _EVALUATORS[key] = FixedBatchEvaluator(ev, batch=job.eval_batch, cache=job.eval_cache)
     return _EVALUATORS[key]
 
 

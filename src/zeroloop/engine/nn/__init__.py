@@ -1,6 +1,7 @@
 """The policy-value network and its inference."""
 
 from zeroloop.engine.nn.inference import (
+    PRECISIONS,
     FixedBatchEvaluator,
     NetworkEvaluator,
     inference_net,
@@ -11,6 +12,6 @@ from zeroloop.engine.nn.inference import (
 from zeroloop.engine.nn.net import NetConfig, PolicyValueNet
 
 __all__ = [
-    "FixedBatchEvaluator", "NetConfig", "NetworkEvaluator", "PolicyValueNet", "inference_net", "position_key",
-    "resolve_device", "uniform_evaluator",
+    "PRECISIONS", "FixedBatchEvaluator", "NetConfig", "NetworkEvaluator", "PolicyValueNet", "inference_net",
+    "position_key", "resolve_device", "uniform_evaluator",
 ]

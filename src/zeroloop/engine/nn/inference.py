@@ -67,27 +67,80 @@ def inference_net(net: PolicyValueNet) -> PolicyValueNet:
     return folded
 
 
+#: network number formats for inference; fp16 only where it has fast kernels (CUDA)
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether ``device`` computes bf16 natively: a CUDA GPU that supports it,
+    or a CPU with avx512_bf16 or AMX (elsewhere bf16 is emulated, and slow)."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    cpu = torch.cpu
+    return device.type == "cpu" and (cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported())
+
+
+def precision_name(precision: str, device: torch.device) -> str:
+    """``auto`` resolved for ``device`` (bf16 where native, else fp32); other
+    names checked and returned. ``fp16`` is refused on the CPU, where it has no
+    fast kernels (23x slower than fp32 on this machine's EPYC at batch 32;
+    bf16 was 1.8x faster)."""
+    if precision == "auto":
+        return "bf16" if native_bf16(device) else "fp32"
+    if precision not in _DTYPES:
+        raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    if precision == "fp16" and device.type != "cuda":
+        raise ValueError("precision 'fp16' needs a CUDA device (it is ~20x slower than fp32 on the CPU); "
+                         "use 'bf16' or 'fp32' there")
+    return precision
+
+
+def resolve_precision(precision: str, device: torch.device) -> torch.dtype:
+    """The dtype the inference net runs in (:func:`precision_name`)."""
+    return _DTYPES[precision_name(precision, device)]
+
+
 class NetworkEvaluator:
     """Batched evaluation of positions: softmax priors ``[B, A]`` and values ``[B]``.
 
     Runs :func:`inference_net` of the given net (the net itself is left as it
-    is, for training), in eval mode under ``torch.inference_mode``.
+    is, for training), in eval mode under ``torch.inference_mode``, in
+    ``precision`` (``fp32``, ``bf16``, ``fp16`` on CUDA, or ``auto``: bf16
+    where the device computes it natively, else fp32; the answers are returned
+    as float32 either way). On CUDA the planes go through a pinned
+    host buffer, copied without blocking.
     """
 
     def __init__(self, game: Game, net: PolicyValueNet, device: str | torch.device = "auto", *,
-                 optimize: bool = True) -> None:
+                 optimize: bool = True, precision: str = "fp32") -> None:
         self.game = game
         self.device = resolve_device(device) if isinstance(device, str) else device
+        self.precision = precision_name(precision, self.device)
+        self.dtype = _DTYPES[self.precision]
         # optimize=False runs the net as it is (benchmarks compare the two)
-        self.net = (inference_net(net) if optimize else net).to(self.device).eval()
+        self.net = (inference_net(net) if optimize else net).to(self.device, self.dtype).eval()
+        self._pinned: torch.Tensor | None = None
 
     def __call__(self, states: Sequence[State]) -> tuple[np.ndarray, np.ndarray]:
         return self.evaluate_planes(self.game.encode(states))
 
+    def _to_device(self, planes: np.ndarray) -> torch.Tensor:
+        host = torch.from_numpy(planes)
+        if self.device.type != "cuda":
+            return host.to(self.dtype)
+        pinned = self._pinned
+        if pinned is None or pinned.shape[0] < len(planes) or pinned.shape[1:] != host.shape[1:]:
+            self._pinned = torch.empty(host.shape, dtype=host.dtype).pin_memory()
+        buf = self._pinned[:len(planes)]
+        buf.copy_(host)
+        # the copy is queued on the current stream; the forward pass after it on the same stream
+        # waits for it, and reading the answers back (.cpu()) waits for both before buf is reused
+        return buf.to(self.device, non_blocking=True).to(self.dtype)
+
     def evaluate_planes(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with torch.inference_mode():
-            x = torch.from_numpy(planes).to(self.device, non_blocking=True)
-            logits, value = self.net(x)
+            logits, value = self.net(self._to_device(planes))
             priors = torch.softmax(logits.float(), dim=1)
             return priors.cpu().numpy(), value.float().cpu().numpy()
 

@@ -17,8 +17,9 @@ gives the library object: the one seam from params.yaml to the code.
 
 The other sections belong to the pipeline alone: ``generations`` (the unrolled
 chain ``{g: {prev: g - 1}}``), ``tune`` (``zeroloop tune``), ``runtime``
-(device and workers: they do not change results, so no stage lists them as a
-DVC dependency) and ``mlflow``.
+(device, workers, games in flight, cache: they do not change results on a
+device, so no stage lists them as a DVC dependency; ``runtime.precision`` does,
+and the stages that search list it) and ``mlflow``.
 """
 
 from __future__ import annotations
@@ -179,6 +180,10 @@ class RuntimeParams(_Section):
     eval_cache: int = Field(100_000, ge=0, le=100_000_000,
                             description="positions whose network answers a self-play worker remembers "
                                         "(speed only; 0: off)")
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
+        "auto", description="the network's number format at inference: auto (bf16 where the device "
+                            "computes it natively, else fp32), fp32, bf16, fp16 (CUDA only). It changes "
+                            "the answers' last bits, so the games: the stages that search list it")
 
     @field_validator("device")
     @classmethod
@@ -186,6 +191,13 @@ class RuntimeParams(_Section):
         if v != "auto" and v != "cpu" and not v.startswith("cuda"):
             raise ValueError(f"must be auto, cpu or cuda[:N], got {v!r}")
         return v
+
+    @model_validator(mode="after")
+    def _fp16_needs_cuda(self) -> RuntimeParams:
+        if self.precision == "fp16" and self.device == "cpu":
+            raise ValueError("precision fp16 needs a CUDA device (about 20x slower than fp32 on the CPU); "
+                             "use bf16 or fp32 with device cpu")
+        return self
 
 
 class MLflowParams(_Section):
@@ -254,6 +266,8 @@ class Params(_Section):
         when none are named): identifies what produced a file or a run."""
         names = sections or ("game", "seed", "net", "mcts", "selfplay", "train", "gate", "evaluate")
         data = {k: _plain(getattr(self, k)) for k in names}
+        if not sections and self.runtime.precision != "fp32":  # fp32 left out: older fingerprints still match
+            data["precision"] = self.runtime.precision
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
     def to_yaml_data(self) -> dict[str, Any]:

@@ -73,7 +73,8 @@ def reference_player(space: TuneParams) -> PlayerSpec:
 def candidate_player(params: Params, model: str, settings: TrialSettings, name: str = "candidate"
                      ) -> PlayerSpec:
     return PlayerSpec("mcts", name, model=model, search=trial_search(params, settings),
-                      schedule=settings.schedule, device=params.runtime.device)
+                      schedule=settings.schedule, device=params.runtime.device,
+                      precision=params.runtime.precision)
 
 
 def trial_search(params: Params, settings: TrialSettings) -> SearchConfig:
@@ -151,7 +152,7 @@ def solver_correct(params: Params, model: str, settings: TrialSettings, position
 
     game, space = params.make_game(), params.tune
     net, _, _ = load_model(model, game)
-    ev = NetworkEvaluator(game, net, params.runtime.device)
+    ev = NetworkEvaluator(game, net, params.runtime.device, precision=params.runtime.precision)
     states = positions.states(game)
     schedule = settings.schedule
     cfg = trial_search(params, settings)
