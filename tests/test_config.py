@@ -17,7 +17,7 @@ def test_shipped_params_files_are_valid_and_complete(path):
     for section in ("game", "seed", "net", "mcts", "selfplay", "train", "gate", "evaluate", "generations"):
         assert section in raw, f"{path.name} lacks {section}"
     assert "c_puct" in raw["mcts"]
-    assert "solver_positions" in raw["evaluate"] and "uct_playouts" in raw["evaluate"]
+    assert "positions_per_group" in raw["evaluate"] and "uct_playouts" in raw["evaluate"]
     assert p.last_generation == len(p.generations)
 
 
@@ -37,6 +37,8 @@ def test_shipped_params_files_are_valid_and_complete(path):
     ({"runtime": {"device": "cpu", "precision": "fp16"}}, "precision fp16 needs a CUDA device"),
     ({"runtime": {"precision": "half"}}, "runtime.precision"),
     ({"seed": "x"}, "seed: Input should be a valid integer"),
+    ({"evaluate": {"solver_positions": 5}},
+     "unknown key 'evaluate.solver_positions'; renamed to 'evaluate.positions_per_group'"),
 ])
 def test_bad_params_name_the_key_and_what_is_allowed(data, expected):
     with pytest.raises(ParamsError) as err:

@@ -1,6 +1,7 @@
 """End to end: the real `dvc repro` over a tiny tic-tac-toe run in a temporary
 git repository, with a real sqlite MLflow store."""
 
+import csv
 import json
 import os
 import shutil
@@ -23,7 +24,7 @@ TINY = {
     "train": {"epochs": 1, "batch_size": 16, "replay_generations": 2},
     "gate": {"games": 4, "simulations": 8, "opening_plies": 1},
     "evaluate": {"games": 4, "simulations": 8, "opening_plies": 1, "uct_playouts": 10,
-                 "solver_positions": 10},
+                 "positions_per_group": 5},
     "generations": {"1": {"prev": 0}, "2": {"prev": 1}},
     "runtime": {"workers": 2},
     "mlflow": {"experiment": "e2e"},
@@ -77,7 +78,15 @@ def test_dvc_repro_end_to_end(repo):
                 == (repo / "models/generations" / winner).read_bytes())
     metrics = json.loads((repo / "reports/metrics.json").read_text())
     assert metrics["generations"] == 2 and 0 <= metrics["vs_random"] <= 1
-    assert metrics["solver_positions"] == 10
+    assert metrics["solver_positions"] == 5
+    # Elo anchored on the rollout-UCT baseline, which the games inform; time of training recorded
+    assert metrics["elo_anchor"] == "uct10" and metrics["training_minutes"] > 0
+    with open(repo / "reports/plots/generations.csv") as f:
+        rows = list(csv.DictReader(f))
+    minutes = [float(r["training_minutes"]) for r in rows]
+    assert 0 < minutes[0] < minutes[1]
+    assert float(rows[1]["training_cpu_minutes"]) > 0 and rows[1]["elo_gain_se"] != ""
+    assert (repo / "reports/plots/errors.png").stat().st_size > 1000
     champion = (repo / "models/champion.pt").read_bytes()
     assert champion == (repo / "models/generations/gen_2/best.pt").read_bytes()
     assert (repo / "reports/plots/elo.png").stat().st_size > 1000

@@ -310,3 +310,19 @@ def test_fit_elo_edge_cases():
         fit_elo([("a", "a", 1, 0, 1)], anchor="a")
     with pytest.raises(ValueError, match="bad counts"):
         fit_elo([("a", "b", -1, 0, 1)], anchor="a")
+
+
+def test_a_difference_between_linked_players_is_known_better_than_either_rating():
+    from zeroloop.engine.rating import fit_league
+
+    # a and b meet the anchor rarely but each other often: their gap is well measured, their level is not
+    fit = fit_league([("a", "u", 18, 0, 12), ("b", "u", 17, 0, 13), ("a", "b", 300, 0, 300)], anchor="u")
+    (ra, sa), (rb, sb) = fit.rating("a"), fit.rating("b")
+    diff, se = fit.difference("a", "b")
+    assert diff == pytest.approx(ra - rb)
+    assert se < 0.5 * min(sa, sb)
+    assert fit.difference("a", "a") == (0.0, 0.0)
+    assert fit.rating("u") == (0.0, 0.0)
+    # a player with no path of games to the anchor has a huge SE, and so has its difference to the anchor
+    split = fit_league([("a", "u", 18, 0, 12), ("x", "y", 10, 0, 10)], anchor="u")
+    assert split.difference("x", "u")[1] > 1000 > split.rating("a")[1]

@@ -2,16 +2,25 @@
 against perfect play.
 
 A position set is built by random play and labelled by a perfect player: for
-every legal move, whether it wins, draws or loses with best play. Only
-positions where the choice matters (not every legal move has the same result)
-are kept. A move is an error when its result is worse than the best move's;
-distance to the end is not counted, so a slower win is not an error.
+every legal move, whether it wins, draws or loses with best play. A move is an
+error when its result is worse than the best move's; distance to the end is
+not counted, so a slower win is not an error.
+
+Two kinds of set:
+
+* :func:`make_position_set`: positions where the choice matters (not every
+  legal move has the same result), one group (tic-tac-toe, tuning);
+* :func:`make_connect4_benchmark`: Connect Four positions in Pascal Pons'
+  six benchmark groups (:data:`PONS_GROUPS`), a fixed number per group, every
+  position as random play gives it (as in Pons' test sets, which AlphaZero.jl
+  reports its Connect Four errors on), including those where every move has
+  the same result.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,15 +30,70 @@ from zeroloop.engine.games import Game, State, random_line
 ILLEGAL = -9
 
 
+#: Pascal Pons' Connect Four benchmark groups (blog.gamesolver.org, "Part 2 -
+#: Benchmarking solvers"): name, Pons' test file, the stones on the board and
+#: the moves left before the end of the game under perfect play (both ranges
+#: inclusive). Every position falls into exactly one group.
+PONS_GROUPS: tuple[tuple[str, str, tuple[int, int], tuple[int, int]], ...] = (
+    ("begin-easy", "Test_L1_R1", (0, 14), (0, 13)),
+    ("begin-medium", "Test_L1_R2", (0, 14), (14, 27)),
+    ("begin-hard", "Test_L1_R3", (0, 14), (28, 42)),
+    ("middle-easy", "Test_L2_R1", (15, 28), (0, 13)),
+    ("middle-medium", "Test_L2_R2", (15, 28), (14, 27)),
+    ("end-easy", "Test_L3_R1", (29, 42), (0, 13)),
+)
+PONS_GROUP_NAMES = tuple(g[0] for g in PONS_GROUPS)
+
+
+def moves_left(score: int, stones: int, cells: int = 42) -> int:
+    """Moves until the end of the game under perfect play, from a position's
+    score in Pons' convention (for the side to move: ``22 - the winner's
+    stones at the end`` when it wins, the negative when it loses, 0 for a
+    draw, which ends with the board full; ``22 = cells / 2 + 1``)."""
+    if score == 0:
+        return cells - stones
+    winner_stones = cells // 2 + 1 - abs(score)
+    mover_is_first = stones % 2 == 0
+    winner_is_first = mover_is_first if score > 0 else not mover_is_first
+    last_move = 2 * winner_stones - 1 if winner_is_first else 2 * winner_stones
+    return last_move - stones
+
+
+def pons_group(stones: int, left: int) -> str:
+    """The Pons group of a position with ``stones`` on the board and ``left``
+    moves to the end under perfect play."""
+    for name, _, (s0, s1), (l0, l1) in PONS_GROUPS:
+        if s0 <= stones <= s1 and l0 <= left <= l1:
+            return name
+    raise ValueError(f"no Pons group has {stones} stones and {left} moves left")
+
+
 @dataclass
 class PositionSet:
     """``moves[i]`` reaches position i from the start; ``labels[i, a]`` is +1
     (win), 0 (draw), -1 (loss) for the side to move after playing a, or
-    ``ILLEGAL``. ``labels`` is ``[N, A]`` int8."""
+    ``ILLEGAL``. ``labels`` is ``[N, A]`` int8. ``groups[i]`` names position
+    i's group (``"all"`` for an ungrouped set)."""
 
     game: str
     moves: list[list[int]]
     labels: np.ndarray
+    groups: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.groups:
+            self.groups = ["all"] * len(self.moves)
+        if not len(self.groups) == len(self.moves) == len(self.labels):
+            raise ValueError(f"{len(self.moves)} positions, {len(self.labels)} label rows and "
+                             f"{len(self.groups)} groups: they must be as many")
+
+    def group_names(self) -> list[str]:
+        """The groups in the order they first appear."""
+        return list(dict.fromkeys(self.groups))
+
+    def subset(self, rows: Sequence[int]) -> PositionSet:
+        return PositionSet(self.game, [self.moves[i] for i in rows], self.labels[list(rows)],
+                           [self.groups[i] for i in rows])
 
     def states(self, game: Game) -> list[State]:
         out = []
@@ -41,11 +105,12 @@ class PositionSet:
         return out
 
     def to_json(self) -> dict:
-        return {"game": self.game, "moves": self.moves, "labels": self.labels.tolist()}
+        return {"game": self.game, "moves": self.moves, "labels": self.labels.tolist(), "groups": self.groups}
 
     @classmethod
     def from_json(cls, data: dict) -> PositionSet:
-        return cls(data["game"], [list(m) for m in data["moves"]], np.asarray(data["labels"], np.int8))
+        labels = np.asarray(data["labels"], np.int8).reshape(len(data["labels"]), -1)
+        return cls(data["game"], [list(m) for m in data["moves"]], labels, list(data.get("groups", [])))
 
 
 def make_position_set(game: Game, count: int, rng: np.random.Generator,
@@ -61,10 +126,7 @@ def make_position_set(game: Game, count: int, rng: np.random.Generator,
         if key in seen:
             continue
         seen.add(key)
-        scores = scorer(s)
-        row = np.full(game.num_actions, ILLEGAL, np.int8)
-        for a, v in scores.items():
-            row[a] = np.sign(v)
+        row = _label_row(game, scorer(s))
         legal_vals = row[row != ILLEGAL]
         if legal_vals.min() == legal_vals.max():
             continue  # every move is as good as any other
@@ -72,6 +134,49 @@ def make_position_set(game: Game, count: int, rng: np.random.Generator,
         labels_out.append(row)
     labels = np.stack(labels_out) if labels_out else np.zeros((0, game.num_actions), np.int8)
     return PositionSet(game.name, moves_out, labels)
+
+
+def _label_row(game: Game, scores: dict[int, int]) -> np.ndarray:
+    row = np.full(game.num_actions, ILLEGAL, np.int8)
+    for a, v in scores.items():
+        row[a] = np.sign(v)
+    return row
+
+
+def make_connect4_benchmark(game: Game, per_group: int, rng: np.random.Generator,
+                            scorer: Callable[[State], dict[int, int]], max_tries: int = 400) -> PositionSet:
+    """``per_group`` distinct positions from random play in each of Pons' six
+    groups, grouped by the stones on the board and the moves left under
+    perfect play (from ``scorer``'s Pons-convention scores). The number of
+    stones is drawn uniformly over the groups that still need positions; a
+    RuntimeError names the groups left short after ``per_group * max_tries``
+    tries (it does not happen at the sizes used here)."""
+    if game.name != "connect4":
+        raise ValueError(f"Pons' benchmark groups are for connect4, not {game.name}")
+    need = dict.fromkeys(PONS_GROUP_NAMES, per_group)
+    spans = {name: stones for name, _, stones, _ in PONS_GROUPS}
+    seen: set[tuple[int, int]] = set()
+    rows: dict[str, list[tuple[list[int], np.ndarray]]] = {name: [] for name in PONS_GROUP_NAMES}
+    for _ in range(per_group * max_tries):
+        open_groups = [g for g, n in need.items() if n]
+        if not open_groups:
+            break
+        plies = sorted({k for g in open_groups for k in range(spans[g][0], spans[g][1] + 1)})
+        s, seq = random_line(game, plies[int(rng.integers(len(plies)))], rng)
+        if (s.me, s.opp) in seen:
+            continue
+        seen.add((s.me, s.opp))
+        scores = scorer(s)
+        group = pons_group(s.ply, moves_left(max(scores.values()), s.ply, game.rows * game.cols))
+        if need[group]:
+            need[group] -= 1
+            rows[group].append((seq, _label_row(game, scores)))
+    short = {g: n for g, n in need.items() if n}
+    if short:
+        raise RuntimeError(f"random play gave too few positions for the groups {short} (missing per group)")
+    flat = [(g, seq, row) for g in PONS_GROUP_NAMES for seq, row in rows[g]]
+    return PositionSet(game.name, [seq for _, seq, _ in flat], np.stack([row for _, _, row in flat]),
+                       [g for g, _, _ in flat])
 
 
 @dataclass(frozen=True)
@@ -91,3 +196,19 @@ def move_errors(positions: PositionSet, chosen: Sequence[int]) -> ErrorRate:
     if np.any(got == ILLEGAL):
         raise ValueError("an illegal move was chosen for a test position")
     return ErrorRate(int((got < best).sum()), len(chosen))
+
+
+def group_errors(positions: PositionSet, chosen: Sequence[int]) -> dict[str, ErrorRate]:
+    """:func:`move_errors` per group, in the set's group order."""
+    chosen = np.asarray(chosen, int)
+    groups = np.asarray(positions.groups)
+    return {g: move_errors(positions.subset(np.flatnonzero(groups == g).tolist()), chosen[groups == g])
+            for g in positions.group_names()}
+
+
+def decisive(positions: PositionSet) -> np.ndarray:
+    """Per position: whether the choice matters (not every legal move has the same result)."""
+    legal = positions.labels != ILLEGAL
+    hi = np.where(legal, positions.labels, -2).max(axis=1)
+    lo = np.where(legal, positions.labels, 2).min(axis=1)
+    return hi > lo

@@ -181,8 +181,43 @@ class SPRT:
         return "continue"
 
 
+@dataclass(frozen=True)
+class EloFit:
+    """A fitted league: ratings in Elo and their covariance (the anchor's row
+    and column are zero). :meth:`difference` gives a difference of two
+    ratings with its standard error, which is smaller than either rating's
+    own SE when the two players are linked by games, and larger when they
+    share the anchor's uncertainty only."""
+
+    names: tuple[str, ...]
+    elo: np.ndarray
+    cov: np.ndarray
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names
+
+    def rating(self, name: str) -> tuple[float, float]:
+        i = self.names.index(name)
+        return float(self.elo[i]), float(math.sqrt(max(self.cov[i, i], 0.0)))
+
+    def difference(self, a: str, b: str) -> tuple[float, float]:
+        """``elo(a) - elo(b)`` and its standard error."""
+        i, j = self.names.index(a), self.names.index(b)
+        var = self.cov[i, i] + self.cov[j, j] - 2.0 * self.cov[i, j]
+        return float(self.elo[i] - self.elo[j]), float(math.sqrt(max(var, 0.0)))
+
+    def as_dict(self) -> dict[str, tuple[float, float]]:
+        return {n: self.rating(n) for n in self.names}
+
+
 def fit_elo(results: Iterable[tuple[str, str, float, float, float]], anchor: str,
             anchor_elo: float = 0.0, prior: float = 1e-3) -> dict[str, tuple[float, float]]:
+    """``{name: (elo, standard_error)}``: :func:`fit_league` as a mapping."""
+    return fit_league(results, anchor, anchor_elo, prior).as_dict()
+
+
+def fit_league(results: Iterable[tuple[str, str, float, float, float]], anchor: str,
+               anchor_elo: float = 0.0, prior: float = 1e-3) -> EloFit:
     """Bradley-Terry (logistic Elo) maximum-likelihood ratings for a league.
 
     Each result is ``(player_a, player_b, wins_a, draws, losses_a)``; counts may
@@ -199,10 +234,10 @@ def fit_elo(results: Iterable[tuple[str, str, float, float, float]], anchor: str
     about ``ELO_PER_NAT / sqrt(m * prior)`` (~13,700 Elo for m = 1): finite,
     but meaningless; differences within the group are still well determined.
 
-    Returns ``{name: (elo, standard_error)}`` in Elo, with the anchor fixed at
-    ``anchor_elo`` and SE 0. The SEs come from the inverse of the penalised
-    observed information (negative Hessian) with the anchor held fixed.
-    With no results at all the answer is just the anchor.
+    Returns the ratings in Elo, with the anchor fixed at ``anchor_elo`` and SE
+    0, and their covariance: the inverse of the penalised observed information
+    (negative Hessian) with the anchor held fixed. With no results at all the
+    answer is just the anchor.
     """
     if not prior > 0.0:
         raise ValueError(f"fit_elo: prior must be positive, got {prior!r}")
@@ -218,7 +253,7 @@ def fit_elo(results: Iterable[tuple[str, str, float, float, float]], anchor: str
             names.setdefault(p, len(names))
         pairs.append((names[a], names[b], counts[0] + 0.5 * counts[1], sum(counts)))
     if not pairs:
-        return {anchor: (float(anchor_elo), 0.0)}
+        return EloFit((anchor,), np.array([float(anchor_elo)]), np.zeros((1, 1)))
     if anchor not in names:
         raise ValueError(f"fit_elo: anchor {anchor!r} plays in no result")
 
@@ -258,7 +293,6 @@ def fit_elo(results: Iterable[tuple[str, str, float, float, float]], anchor: str
         if np.max(np.abs(step), initial=0.0) < 1e-11:
             break
     _, info = grad_hess(r)
-    se = np.zeros(k)
-    se[free] = np.sqrt(np.diag(np.linalg.inv(info)))
-    return {name: (float(anchor_elo + ELO_PER_NAT * r[i]), float(ELO_PER_NAT * se[i]))
-            for name, i in names.items()}
+    cov = np.zeros((k, k))
+    cov[np.ix_(free, free)] = np.linalg.inv(info) * ELO_PER_NAT ** 2
+    return EloFit(tuple(names), anchor_elo + ELO_PER_NAT * r, cov)

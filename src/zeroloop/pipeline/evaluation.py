@@ -8,7 +8,14 @@ import time
 import numpy as np
 
 from zeroloop.engine.perfect import perfect_scorer
-from zeroloop.engine.positions import PositionSet, make_position_set, move_errors
+from zeroloop.engine.positions import (
+    PositionSet,
+    decisive,
+    group_errors,
+    make_connect4_benchmark,
+    make_position_set,
+    move_errors,
+)
 from zeroloop.pipeline.generation import model_player
 from zeroloop.pipeline.layout import Layout, derive_seed
 from zeroloop.pipeline.matches import PlayerSpec, play_match
@@ -17,18 +24,24 @@ from zeroloop.pipeline.storage import load_model, read_json, write_json
 
 
 def positions_step(p: Params, layout: Layout) -> PositionSet:
-    """Test positions labelled by a perfect player (tic-tac-toe always,
-    Connect Four with the ``solver`` extra); an empty set, with a note saying
-    why, where none exists or ``evaluate.solver_positions`` is 0."""
+    """Test positions labelled by a perfect player, ``evaluate.positions_per_group``
+    per group: Connect Four (with the ``solver`` extra) in Pons' six benchmark
+    groups, tic-tac-toe in one group of positions where the choice matters. An
+    empty set, with a note saying why, where no perfect player exists or the
+    count is 0."""
     game = p.make_game()
     scorer = perfect_scorer(game)
-    if scorer is None or p.evaluate.solver_positions == 0:
+    n = p.evaluate.positions_per_group
+    if scorer is None or n == 0:
         why = "disabled" if scorer is not None else f"no perfect player for {game.name} here"
         empty = PositionSet(game.name, [], np.zeros((0, game.num_actions), np.int8))
         write_json(layout.positions, dict(empty.to_json(), note=why))
         return empty
     rng = np.random.default_rng(derive_seed(p.seed, "positions"))
-    ps = make_position_set(game, p.evaluate.solver_positions, rng, scorer)
+    if game.name == "connect4":
+        ps = make_connect4_benchmark(game, n, rng, scorer)
+    else:
+        ps = make_position_set(game, n, rng, scorer)
     write_json(layout.positions, ps.to_json())
     return ps
 
@@ -44,7 +57,8 @@ def baselines(p: Params, has_perfect: bool) -> list[PlayerSpec]:
 
 def solver_errors(p: Params, path: str, positions: PositionSet) -> dict:
     """Error rates of the raw policy (most likely legal move) and of the search
-    at ``evaluate.simulations`` (no noise)."""
+    at ``evaluate.simulations`` (no noise), overall and per group, with the
+    number of positions and of those where the choice matters."""
     from zeroloop.engine.nn import NetworkEvaluator
     from zeroloop.engine.search import BatchedMCTS
 
@@ -61,8 +75,15 @@ def solver_errors(p: Params, path: str, positions: PositionSet) -> dict:
     visits = mcts.search(list(range(len(states))), add_noise=False).visits
     search_moves = np.where(legal, visits, -1).argmax(axis=1)
     pol, srch = move_errors(positions, policy_moves), move_errors(positions, search_moves)
-    return {"positions": pol.positions, "policy_error_rate": round(pol.rate, 4),
-            "search_error_rate": round(srch.rate, 4)}
+    matters, names = decisive(positions), np.asarray(positions.groups)
+    groups = {}
+    for (g, gp), gs in zip(group_errors(positions, policy_moves).items(),
+                           group_errors(positions, search_moves).values(), strict=True):
+        groups[g] = {"positions": gp.positions, "decisive": int(matters[names == g].sum()),
+                     "policy_error_rate": round(gp.rate, 4), "search_error_rate": round(gs.rate, 4)}
+    return {"positions": pol.positions, "decisive": int(matters.sum()),
+            "simulations": p.evaluate.simulations, "policy_error_rate": round(pol.rate, 4),
+            "search_error_rate": round(srch.rate, 4), "groups": groups}
 
 
 def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True) -> dict:
@@ -74,7 +95,7 @@ def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True)
     origin = meta.get("origin", gen)
     e = p.evaluate
     me = model_player(p, str(best), f"gen{origin}", e)
-    result: dict = {"generation": gen, "model": f"gen{origin}"}
+    result: dict = {"generation": gen, "model": f"gen{origin}", "simulations": p.evaluate.simulations}
     t0 = time.perf_counter()
     positions = PositionSet.from_json(read_json(layout.positions))
     has_perfect = len(positions.moves) > 0 or perfect_scorer(game) is not None

@@ -20,6 +20,7 @@ from zeroloop.engine.selfplay import arrays_to_records
 from zeroloop.pipeline.layout import Layout, derive_seed
 from zeroloop.pipeline.matches import PlayerSpec, play_match
 from zeroloop.pipeline.params import Params
+from zeroloop.pipeline.process import process_clock
 from zeroloop.pipeline.shards import SelfplayJob, read_manifest, run_selfplay, shard_path
 from zeroloop.pipeline.storage import (
     DamagedFileError,
@@ -110,7 +111,7 @@ def selfplay_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: b
         "simulations": stats.simulations,
         "simulations_per_s": round(stats.simulations / wall) if stats.simulations else None,
         "network_share": round(stats.network_s / max(busy, 1e-9), 3),
-        "wall_s": round(wall, 1),
+        "wall_s": round(wall, 1), **process_clock(),
     }
     write_json(layout.report(gen, "selfplay"), summary)
     return summary, samples
@@ -164,6 +165,7 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
     summary = {"generation": gen, "samples": len(data),
                "window": [e["generation"] for e in entries], "wall_s": round(wall, 1)}
     summary.update({k.replace("_epoch", "").replace("/", "_"): round(v, 5) for k, v in losses.items()})
+    summary.update(process_clock())
     write_json(layout.report(gen, "train"), summary)
     write_json(layout.replay_manifest(gen), {"generation": gen, "window": entries})
     return summary
@@ -205,8 +207,8 @@ def gate_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: bool 
         "threshold": g.threshold, "wins": score.wins, "draws": score.draws, "losses": score.losses,
         "games": score.games, "elo_diff": round(score.elo_diff, 1),
         "sprt": (sprt.status(score) if sprt else "off"),
-        "stopped_early": int(match.stopped_early is not None),
-        "wall_s": round(time.perf_counter() - t0, 1),
+        "stopped_early": int(match.stopped_early is not None), "simulations": g.simulations,
+        "wall_s": round(time.perf_counter() - t0, 1), **process_clock(),
     }
     write_json(layout.report(gen, "gate"), result)
     # every game, for the viewer (`zeroloop serve`): moves from the start, opening included

@@ -205,7 +205,10 @@ def stage_metrics(stage: str, report: dict[str, Any]) -> dict[str, float]:
     if stage == "evaluate":
         out = {f"eval/{k}_score": v["score"] for k, v in report.items()
                if isinstance(v, dict) and "score" in v}
-        out.update({f"eval/{k}": v for k, v in report.get("solver", {}).items()})
+        solver = report.get("solver", {})
+        out.update({f"eval/{k}": v for k, v in solver.items() if isinstance(v, int | float)})
+        for group, rates in solver.get("groups", {}).items():  # eval/begin-hard/search_error_rate, ...
+            out.update({f"eval/{group}/{k}": v for k, v in rates.items() if k.endswith("_error_rate")})
         return out
     return {f"{stage}/{k}": v for k, v in report.items()
             if isinstance(v, int | float) and not isinstance(v, bool) and k != "generation"}

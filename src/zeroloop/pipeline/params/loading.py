@@ -35,13 +35,18 @@ def _describe(err: dict, source: str) -> str:
                 break
             model = field.annotation
         allowed = f" (allowed: {', '.join(model.model_fields)})" if model else ""
-        return f"{source}: unknown key {key!r}{allowed}"
+        renamed = f"; renamed to {RENAMED[key]!r}" if key in RENAMED else ""
+        return f"{source}: unknown key {key!r}{renamed}{allowed}"
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] in ("missing",):
         return f"{source}: {key}: required key is missing"
     value = err.get("input")
     shown = "" if isinstance(value, dict) else f" (got {value!r})"
     return f"{source}: {key}: {msg}{shown}" if key else f"{source}: {msg}"
+
+
+#: keys of older params files and their names now
+RENAMED = {"evaluate.solver_positions": "evaluate.positions_per_group"}
 
 
 def parse_params(data: Any, source: str = "params.yaml") -> Params:

@@ -97,7 +97,7 @@ EvaluateParams = config_section(
     MatchConfig, "EvaluateParams", validators=_even_validator(),
     uct_playouts=(Annotated[int, at.Interval(ge=1, le=1_000_000)], 400),
     perfect_games=(bool, True),
-    solver_positions=(Annotated[int, at.Interval(ge=0, le=100_000)], 200))
+    positions_per_group=(Annotated[int, at.Interval(ge=0, le=100_000)], 100))
 
 
 class FloatRange(_Section):

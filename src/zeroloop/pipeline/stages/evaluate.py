@@ -19,6 +19,11 @@ def run(p: Params, gen: int) -> None:
     lines = [f"{v['opponent']} {v['score']:.0%}" for v in result.values()
              if isinstance(v, dict) and "opponent" in v]
     if "solver" in result:
-        lines.append(f"solver error {result['solver']['search_error_rate']:.1%} "
-                     f"(policy {result['solver']['policy_error_rate']:.1%})")
+        s = result["solver"]
+        lines.append(f"move error with {s['simulations']} simulations {s['search_error_rate']:.1%}, "
+                     f"raw policy {s['policy_error_rate']:.1%} ({s['positions']} positions)")
     say(f"evaluate@{gen}", f"{result['model']} vs " + ", ".join(lines))
+    if len(result.get("solver", {}).get("groups", {})) > 1:
+        for group, g in result["solver"]["groups"].items():
+            say(f"evaluate@{gen}", f"  {group:14s} search {g['search_error_rate']:6.1%}  raw policy "
+                                   f"{g['policy_error_rate']:6.1%}  ({g['positions']} positions)")

@@ -7,7 +7,7 @@ import csv
 import io
 from pathlib import Path
 
-from zeroloop.engine.rating import fit_elo
+from zeroloop.engine.rating import EloFit, fit_league
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
 from zeroloop.pipeline.storage import atomic_write_bytes, load_model, read_json, write_json
@@ -16,7 +16,8 @@ from zeroloop.pipeline.tracking import Tracker
 PLOTS = LAYOUT.plots
 METRICS = LAYOUT.metrics
 CHAMPION = LAYOUT.champion
-ANCHOR = "random"
+#: the stages whose time counts as training (evaluation does not)
+TRAINING_STAGES = ("selfplay", "train", "gate")
 
 
 def collect(p: Params) -> list[dict]:
@@ -27,37 +28,83 @@ def collect(p: Params) -> list[dict]:
     return rows
 
 
-def match_results(rows: list[dict]) -> list[tuple[str, str, float, float, float]]:
-    """Every game played between rated players: gates and evaluations."""
-    out = []
+def player(name: str, simulations: int) -> str:
+    """A model searched with another budget is another player."""
+    return f"{name}@{simulations}"
+
+
+def match_results(p: Params, rows: list[dict]) -> tuple[list[tuple], list[tuple]]:
+    """Every rated game: (evaluation games against the baselines, gate games),
+    each model named with its search budget."""
+    evals, gates = [], []
     for r in rows:
-        gate = r["gate"]
-        out.append((gate["candidate"], gate["opponent"], gate["wins"], gate["draws"], gate["losses"]))
-        for v in r["eval"].values():
+        gate, ev = r["gate"], r["eval"]
+        gs, es = gate.get("simulations", p.gate.simulations), ev.get("simulations", p.evaluate.simulations)
+        gates.append((player(gate["candidate"], gs), player(gate["opponent"], gs),
+                      gate["wins"], gate["draws"], gate["losses"]))
+        for v in ev.values():
             if isinstance(v, dict) and "opponent" in v:
-                out.append((r["eval"]["model"], v["opponent"], v["wins"], v["draws"], v["losses"]))
+                evals.append((player(ev["model"], es), v["opponent"], v["wins"], v["draws"], v["losses"]))
+    return evals, gates
+
+
+def anchor_of(p: Params, evals: list[tuple]) -> str:
+    """The rollout-UCT baseline: every model meets it and scores neither 0 nor
+    100% for long, so the games inform its distance to it; random play, which
+    every trained model beats every game, says almost nothing."""
+    uct = f"uct{p.evaluate.uct_playouts}"
+    return uct if any(uct == b for _, b, *_ in evals) else "random"
+
+
+def training_clock(rows: list[dict]) -> list[tuple[float, float]]:
+    """Per generation: cumulative minutes of wall-clock and of CPU time spent
+    in self-play, training and gating up to and including it (each stage from
+    its process's start to its report)."""
+    out, wall, cpu = [], 0.0, 0.0
+    for r in rows:
+        for stage in TRAINING_STAGES:
+            wall += r[stage].get("stage_wall_s", r[stage].get("wall_s", 0.0))
+            cpu += r[stage].get("stage_cpu_s", 0.0)
+        out.append((round(wall / 60, 2), round(cpu / 60, 2)))
     return out
 
 
-def table(rows: list[dict], elo: dict[str, tuple[float, float]]) -> list[dict]:
-    out = []
-    for r in rows:
+def table(p: Params, rows: list[dict], elo: EloFit, gate_elo: EloFit) -> list[dict]:
+    out, previous = [], None
+    for r, (minutes, cpu_minutes) in zip(rows, training_clock(rows), strict=True):
         ev, gate, train, sp = r["eval"], r["gate"], r["train"], r["selfplay"]
         model = ev["model"]
+        me = player(model, ev.get("simulations", p.evaluate.simulations))
+        rating, se = elo.rating(me)
         row = {
             "generation": gate["generation"], "best": model,
-            "elo": round(elo[model][0], 1), "elo_se": round(elo[model][1], 1),
+            "training_minutes": minutes, "training_cpu_minutes": cpu_minutes,
+            "elo": round(rating, 1), "elo_se": round(se, 1),
+        }
+        gain, gain_se = elo.difference(me, previous) if previous else (None, None)
+        row["elo_gain"] = None if gain is None else round(gain, 1)
+        row["elo_gain_se"] = None if gain_se is None else round(gain_se, 1)
+        gate_me = player(model, gate.get("simulations", p.gate.simulations))
+        if gate_me in gate_elo:
+            g_rating, g_se = gate_elo.rating(gate_me)
+            row["gate_elo"], row["gate_elo_se"] = round(g_rating, 1), round(g_se, 1)
+        row.update({
             "gate_score": gate["score"], "gate_accepted": gate["accepted"],
             "vs_random": ev["vs_random"]["score"], "vs_uct": ev["vs_uct"]["score"],
             "train_loss": train.get("train_loss"), "value_loss": train.get("train_value_loss"),
             "policy_loss": train.get("train_policy_loss"), "selfplay_length": sp["mean_length"],
-        }
+        })
         if "vs_perfect" in ev:
             row["vs_perfect"] = ev["vs_perfect"]["score"]
         if "solver" in ev:
             row["solver_error"] = ev["solver"]["search_error_rate"]
             row["policy_error"] = ev["solver"]["policy_error_rate"]
+            for group, g in ev["solver"].get("groups", {}).items():
+                if group != "all":
+                    row[f"{group}_search_error"] = g["search_error_rate"]
+                    row[f"{group}_policy_error"] = g["policy_error_rate"]
         out.append(row)
+        previous = me
     return out
 
 
@@ -69,22 +116,26 @@ def write_csv(path: Path, rows: list[dict]) -> None:
     atomic_write_bytes(path, buf.getvalue().encode())
 
 
-def draw_plots(rows: list[dict], game: str) -> list[Path]:
+def draw_plots(rows: list[dict], game: str, anchor: str) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     gens = [r["generation"] for r in rows]
+    minutes = [r["training_minutes"] for r in rows]
     paths = []
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.errorbar(gens, [r["elo"] for r in rows], yerr=[1.96 * r["elo_se"] for r in rows], marker="o",
+    ax.errorbar(minutes, [r["elo"] for r in rows], yerr=[1.96 * r["elo_se"] for r in rows], marker="o",
                 capsize=3)
-    ax.set(xlabel="generation", ylabel="Elo (random = 0), 95% interval",
-           title=f"{game}: strength of the best model")
+    for x, y, g in zip(minutes, [r["elo"] for r in rows], gens, strict=True):
+        ax.annotate(str(g), (x, y), textcoords="offset points", xytext=(4, -10), fontsize=7)
+    ax.set(xlabel="minutes of training (self-play + training + gate, wall-clock)",
+           ylabel=f"Elo ({anchor} = 0), 95% interval", title=f"{game}: strength of the best model")
     ax.grid(alpha=0.3)
     paths.append(PLOTS / "elo.png")
     _save(fig, paths[-1])
+    paths.append(_error_plot(rows, game, minutes))
     fig, ax = plt.subplots(figsize=(6, 4))
     for key, label in (("vs_random", "vs random"), ("vs_uct", "vs rollout UCT"), ("vs_perfect", "vs perfect"),
                        ("gate_score", "gate: candidate vs best")):
@@ -109,6 +160,34 @@ def draw_plots(rows: list[dict], game: str) -> list[Path]:
     return paths
 
 
+def _error_plot(rows: list[dict], game: str, minutes: list[float]) -> Path:
+    """Move error against perfect play over minutes of training: the raw
+    policy and the search, per group and overall."""
+    import matplotlib.pyplot as plt
+
+    path = PLOTS / "errors.png"
+    if "solver_error" not in rows[0]:
+        fig, ax = plt.subplots(figsize=(6, 2))
+        ax.text(0.5, 0.5, f"{game}: no solver-labelled positions (evaluate.positions_per_group = 0,\n"
+                          "or no perfect player for this game here)", ha="center", va="center")
+        ax.axis("off")
+        _save(fig, path)
+        return path
+    groups = [k.removesuffix("_search_error") for k in rows[0] if k.endswith("_search_error")]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for ax, kind, title in ((axes[0], "policy", "raw policy (no search)"), (axes[1], "search", "search")):
+        for group in groups:
+            ax.plot(minutes, [r[f"{group}_{kind}_error"] for r in rows], marker=".", lw=1, label=group)
+        ax.plot(minutes, [r[f"{'policy' if kind == 'policy' else 'solver'}_error"] for r in rows], marker="o",
+                lw=2.5, color="black", label="overall")
+        ax.set(xlabel="minutes of training (wall-clock)", title=f"{game}: {title}")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("share of positions with a losing-result move")
+    axes[1].legend(fontsize=8)
+    _save(fig, path)
+    return path
+
+
 def _save(fig, path: Path) -> None:
     import matplotlib.pyplot as plt
 
@@ -122,25 +201,36 @@ def _save(fig, path: Path) -> None:
 def run(p: Params) -> None:
     game = p.make_game()
     rows = collect(p)
-    elo = fit_elo(match_results(rows), anchor=ANCHOR)
-    per_gen = table(rows, elo)
+    evals, gates = match_results(p, rows)
+    anchor = anchor_of(p, evals)
+    gen0 = player("gen0", rows[0]["gate"].get("simulations", p.gate.simulations))
+    elo = fit_league(evals, anchor=anchor)
+    gate_elo = fit_league(gates, anchor=gen0 if any(gen0 in r[:2] for r in gates) else gates[0][1])
+    per_gen = table(p, rows, elo, gate_elo)
     last = per_gen[-1]
     final_eval = rows[-1]["eval"]
     metrics = {
         "game": game.name, "generations": len(per_gen), "champion": last["best"],
         "accepted": sum(r["gate_accepted"] for r in per_gen),
-        "elo": last["elo"], "elo_se": last["elo_se"],
+        "training_minutes": last["training_minutes"], "training_cpu_minutes": last["training_cpu_minutes"],
+        "elo": last["elo"], "elo_se": last["elo_se"], "elo_anchor": anchor,
         "vs_random": last["vs_random"], "vs_uct": last["vs_uct"],
         "uct_playouts": p.evaluate.uct_playouts,
     }
-    for key in ("vs_perfect", "solver_error", "policy_error"):
+    for key in ("gate_elo", "gate_elo_se", "vs_perfect", "solver_error", "policy_error"):
         if key in last:
             metrics[key] = last[key]
     if "solver" in final_eval:
-        metrics["solver_positions"] = final_eval["solver"]["positions"]
+        solver = final_eval["solver"]
+        metrics["solver_positions"] = solver["positions"]
+        metrics["solver_simulations"] = solver.get("simulations", p.evaluate.simulations)
+        if len(solver.get("groups", {})) > 1:
+            metrics["groups"] = {g: {"positions": v["positions"], "policy_error": v["policy_error_rate"],
+                                     "search_error": v["search_error_rate"]}
+                                 for g, v in solver["groups"].items()}
     PLOTS.mkdir(parents=True, exist_ok=True)
     write_csv(PLOTS / "generations.csv", per_gen)
-    pngs = draw_plots(per_gen, game.name)
+    pngs = draw_plots(per_gen, game.name, anchor)
     write_json(METRICS, metrics)
     _, _, meta = load_model(LAYOUT.model(p.last_generation), game)
     atomic_write_bytes(CHAMPION, LAYOUT.model(p.last_generation).read_bytes())
@@ -148,14 +238,23 @@ def run(p: Params) -> None:
         for g in sorted(p.generations):  # every generation run mirrors its outputs, cached stages included
             tr.complete_generation(g, LAYOUT)
         for r in per_gen:
-            tr.log_summary({k: v for k, v in r.items() if isinstance(v, int | float) and k != "generation"},
-                           step=r["generation"])
+            numbers = {k: v for k, v in r.items() if isinstance(v, int | float) and k != "generation"}
+            tr.log_summary(numbers, step=r["generation"])
+            # the same curves over seconds of training: the x-axis runs compare on
+            tr.log_summary({f"by_training_s/{k}": v for k, v in numbers.items()
+                            if k == "elo" or k.endswith("_error")}, step=round(60 * r["training_minutes"]))
         tr.log_summary({f"final_{k}": v for k, v in metrics.items() if isinstance(v, int | float)})
         for path in [*pngs, PLOTS / "generations.csv", METRICS]:
             tr.log_artifact(path, "report")
-        version = tr.register_champion(CHAMPION, dict(meta, **metrics))
+        card = dict(meta, **{k: v for k, v in metrics.items() if k != "groups"})
+        version = tr.register_champion(CHAMPION, card)
         tr.finish()
     reg = f"; registered as {p.registered_model_name()} v{version} @champion" if version else ""
-    say("report", f"champion {metrics['champion']} after {len(per_gen)} generations: Elo {last['elo']:.0f} "
-                  f"± {1.96 * last['elo_se']:.0f}, vs random {last['vs_random']:.0%}, "
+    say("report", f"champion {metrics['champion']} after {len(per_gen)} generations "
+                  f"({last['training_minutes']:.0f} min of training): Elo {last['elo']:.0f} "
+                  f"± {1.96 * last['elo_se']:.0f} ({anchor} = 0), vs random {last['vs_random']:.0%}, "
                   f"vs uct{p.evaluate.uct_playouts} {last['vs_uct']:.0%}{reg}")
+    if "solver_error" in last:
+        say("report", f"move error with {metrics['solver_simulations']} simulations "
+                      f"{last['solver_error']:.1%}, raw policy {last['policy_error']:.1%} "
+                      f"({metrics['solver_positions']} positions)")

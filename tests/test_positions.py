@@ -1,0 +1,120 @@
+"""Pons' Connect Four benchmark groups: moves left from a solver score, the
+group boundaries, a grouped set that agrees with the solver, and per-group
+error rates in the evaluation."""
+
+import numpy as np
+import pytest
+
+from zeroloop.engine.games import make_game
+from zeroloop.engine.perfect import perfect_scorer
+from zeroloop.engine.positions import (
+    ILLEGAL,
+    PONS_GROUP_NAMES,
+    PositionSet,
+    decisive,
+    group_errors,
+    make_connect4_benchmark,
+    move_errors,
+    moves_left,
+    pons_group,
+)
+
+C4 = make_game("connect4")
+
+
+def _play(cols: str):
+    """A position from Pons' notation (columns 1-7)."""
+    s = C4.initial_state()
+    for c in cols:
+        s = C4.apply(s, int(c) - 1)
+    return s
+
+
+@pytest.mark.parametrize("cols, score, left", [
+    ("4455", 18, 3),          # Pons: red wins with its 4th stone, at move 7
+    ("44455554221", -15, 2),  # Pons: red (first) wins next move with its 7th stone, at move 13
+    ("", 1, 41),              # the first player wins with its last stone, move 41
+    ("", 0, 42),              # a draw fills the board
+])
+def test_moves_left_from_pons_scores(cols, score, left):
+    s = _play(cols)
+    assert moves_left(score, s.ply) == left
+
+
+def test_moves_left_agrees_with_the_solver_on_pons_examples():
+    scorer = perfect_scorer(C4)
+    assert max(scorer(_play("4455")).values()) == 18
+    assert max(scorer(_play("44455554221")).values()) == -15
+
+
+@pytest.mark.parametrize("stones, left, group", [
+    (0, 13, "begin-easy"), (14, 14, "begin-medium"), (14, 27, "begin-medium"), (10, 28, "begin-hard"),
+    (15, 0, "middle-easy"), (28, 13, "middle-easy"), (15, 27, "middle-medium"), (29, 13, "end-easy"),
+    (41, 1, "end-easy"),
+])
+def test_pons_group_boundaries(stones, left, group):
+    assert pons_group(stones, left) == group
+
+
+def test_a_position_outside_every_group_is_refused():
+    with pytest.raises(ValueError, match="no Pons group has 30 stones and 14 moves left"):
+        pons_group(30, 14)
+
+
+def test_benchmark_has_each_group_filled_and_grouped_as_the_solver_says():
+    scorer = perfect_scorer(C4)
+    ps = make_connect4_benchmark(C4, 4, np.random.default_rng(0), scorer)
+    assert ps.group_names() == list(PONS_GROUP_NAMES)
+    assert [ps.groups.count(g) for g in PONS_GROUP_NAMES] == [4] * 6
+    for seq, group, row in zip(ps.moves, ps.groups, ps.labels, strict=True):
+        s = _play("".join(str(a + 1) for a in seq))
+        assert s.outcome is None
+        scores = scorer(s)
+        assert pons_group(s.ply, moves_left(max(scores.values()), s.ply)) == group
+        assert [row[a] for a in sorted(scores)] == [np.sign(scores[a]) for a in sorted(scores)]
+    assert len({tuple(m) for m in ps.moves}) == 24
+    again = PositionSet.from_json(ps.to_json())
+    assert again.groups == ps.groups and np.array_equal(again.labels, ps.labels)
+
+
+def test_group_errors_add_up_to_the_overall_rate():
+    scorer = perfect_scorer(C4)
+    ps = make_connect4_benchmark(C4, 5, np.random.default_rng(1), scorer)
+    rng = np.random.default_rng(2)
+    chosen = [int(rng.choice(np.flatnonzero(r != ILLEGAL))) for r in ps.labels]
+    per = group_errors(ps, chosen)
+    assert list(per) == list(PONS_GROUP_NAMES)
+    assert sum(e.errors for e in per.values()) == move_errors(ps, chosen).errors
+    best = [int(np.argmax(np.where(r != ILLEGAL, r, -9))) for r in ps.labels]
+    assert all(e.errors == 0 for e in group_errors(ps, best).values())
+    # a position where every move has the same result can hold no error
+    matters = decisive(ps)
+    worst = [int(np.argmin(np.where(r != ILLEGAL, r, 9))) for r in ps.labels]
+    assert move_errors(ps, worst).errors == int(matters.sum())
+
+
+def test_evaluation_reports_raw_and_searched_error_per_group(tmp_path):
+    import torch
+
+    from zeroloop.engine.nn import NetConfig, PolicyValueNet
+    from zeroloop.pipeline.evaluation import positions_step, solver_errors
+    from zeroloop.pipeline.layout import Layout
+    from zeroloop.pipeline.params import parse_params
+    from zeroloop.pipeline.storage import save_model
+
+    p = parse_params({"game": "connect4", "evaluate": {"positions_per_group": 3, "simulations": 16},
+                      "runtime": {"device": "cpu"}})
+    layout = Layout(tmp_path)
+    ps = positions_step(p, layout)
+    assert layout.positions.is_file() and len(ps.moves) == 18
+    torch.manual_seed(0)
+    model = tmp_path / "m.pt"
+    net = PolicyValueNet.for_game(C4, NetConfig(blocks=1, channels=8, value_hidden=8))
+    save_model(model, net, C4, meta={})
+    out = solver_errors(p, str(model), ps)
+    assert list(out["groups"]) == list(PONS_GROUP_NAMES)
+    assert out["positions"] == 18 and out["simulations"] == 16
+    for kind in ("policy", "search"):
+        per_group = [g[f"{kind}_error_rate"] * g["positions"] for g in out["groups"].values()]
+        assert sum(per_group) / 18 == pytest.approx(out[f"{kind}_error_rate"], abs=1e-3)
+    assert sum(g["decisive"] for g in out["groups"].values()) == out["decisive"] == int(decisive(ps).sum())
