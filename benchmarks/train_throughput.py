@@ -61,7 +61,7 @@ def main() -> None:
     net = PolicyValueNet.for_game(game, cfg)
     t0 = time.perf_counter()
     once = TrainConfig(epochs=1, batch_size=a.batch, val_fraction=0.0)
-    fit_network(net, game, ReplayData(planes, policy, z), once,
+    fit_network(net, game, ReplayData(planes, policy, z, z.copy()), once,
                 device="cpu", progress=False)
     lit = (a.samples // a.batch) * a.batch / (time.perf_counter() - t0)
     print(f"net {a.blocks}x{a.channels}, batch {a.batch}, {a.threads} torch threads, {a.samples} samples")

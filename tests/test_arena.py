@@ -34,6 +34,22 @@ def test_games_are_colour_balanced_and_scored_from_a_s_view():
         assert r.result >= 0  # perfect play never loses, whatever the opening move
 
 
+def test_pair_scores_average_each_openings_two_games():
+    from zeroloop.engine.arena import MatchResult
+
+    game = make_game("tictactoe")
+    rng = np.random.default_rng(1)
+    openings = make_openings(game, 2, 6, rng)
+    m = MatchResult("a", "b", play_games(game, RandomPlayer(game, rng), RandomPlayer(game, rng), openings))
+    pairs = m.pair_scores()
+    assert len(pairs) == 6
+    for k, x in enumerate(pairs):
+        first, second = m.games[2 * k], m.games[2 * k + 1]
+        assert first.actions[:2] == second.actions[:2] == openings[k] and first.a_first and not second.a_first
+        assert x == pytest.approx(((first.result + 1) / 2 + (second.result + 1) / 2) / 2)
+    assert np.mean(pairs) == pytest.approx(m.score.score)
+
+
 def test_openings_are_distinct_legal_and_leave_the_game_running():
     game = make_game("connect4")
     ops = make_openings(game, 3, 20, np.random.default_rng(1))

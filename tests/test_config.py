@@ -27,7 +27,8 @@ def test_shipped_params_files_are_valid_and_complete(path):
     ({"gate": {"sprt": {"alfa": 0.1}}}, "unknown key 'gate.sprt.alfa' (allowed: enabled, elo0"),
     ({"gate": {"threshold": 1.5}}, "gate.threshold: Input should be less than or equal to 1 (got 1.5)"),
     ({"mcts": {"simulations": 0}}, "mcts.simulations: Input should be greater than or equal to 1 (got 0)"),
-    ({"train": {"optimizer": "rmsprop"}}, "train.optimizer: Input should be 'adam' or 'sgd' (got 'rmsprop')"),
+    ({"train": {"optimizer": "rmsprop"}},
+     "train.optimizer: Input should be 'adam', 'adamw' or 'sgd' (got 'rmsprop')"),
     ({"game": "chess"}, "game: unknown game; allowed: tictactoe, connect4"),
     ({"gate": {"games": 7}}, "gate.games: must be even"),
     ({"generations": {1: {"prev": 0}}}, "generations: key 1 must be a quoted number"),
@@ -37,6 +38,9 @@ def test_shipped_params_files_are_valid_and_complete(path):
     ({"runtime": {"device": "cpu", "precision": "fp16"}}, "precision fp16 needs a CUDA device"),
     ({"runtime": {"precision": "half"}}, "runtime.precision"),
     ({"seed": "x"}, "seed: Input should be a valid integer"),
+    ({"mcts": {"algorithm": "gumbel"}}, "mcts.algorithm gumbel runs its sequential halving on a fresh tree"),
+    ({"train": {"weight_decay": 0.01}}, "weight_decay=0.01 is AdamW's decoupled decay"),
+    ({"selfplay": {"full_search_probability": 0}}, "selfplay.full_search_probability"),
     ({"evaluate": {"solver_positions": 5}},
      "unknown key 'evaluate.solver_positions'; renamed to 'evaluate.positions_per_group'"),
 ])
@@ -113,7 +117,7 @@ def test_library_configs_refuse_values_outside_their_declared_range():
     from zeroloop.engine.search import SearchConfig
     from zeroloop.pipeline.training.config import TrainConfig
 
-    with pytest.raises(ValueError, match="train.optimizer='rmsprop': must be one of 'adam', 'sgd'"):
+    with pytest.raises(ValueError, match="train.optimizer='rmsprop': must be one of 'adam', 'adamw', 'sgd'"):
         TrainConfig(optimizer="rmsprop")
     with pytest.raises(ValueError, match="mcts.fpu=2: must be <= 1"):
         SearchConfig(fpu=2)

@@ -118,3 +118,12 @@ def test_evaluation_reports_raw_and_searched_error_per_group(tmp_path):
         per_group = [g[f"{kind}_error_rate"] * g["positions"] for g in out["groups"].values()]
         assert sum(per_group) / 18 == pytest.approx(out[f"{kind}_error_rate"], abs=1e-3)
     assert sum(g["decisive"] for g in out["groups"].values()) == out["decisive"] == int(decisive(ps).sum())
+
+
+def test_wilson_interval_by_hand():
+    from zeroloop.engine.positions import ErrorRate
+
+    lo, hi = ErrorRate(10, 100).interval()
+    assert (lo, hi) == pytest.approx((0.0552, 0.1744), abs=1e-4)  # the textbook Wilson interval of 10/100
+    assert ErrorRate(0, 50).interval()[0] == 0.0 and ErrorRate(0, 50).interval()[1] > 0.05
+    assert ErrorRate(0, 0).interval() == (0.0, 1.0)

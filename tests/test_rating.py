@@ -326,3 +326,28 @@ def test_a_difference_between_linked_players_is_known_better_than_either_rating(
     # a player with no path of games to the anchor has a huge SE, and so has its difference to the anchor
     split = fit_league([("a", "u", 18, 0, 12), ("x", "y", 10, 0, 10)], anchor="u")
     assert split.difference("x", "u")[1] > 1000 > split.rating("a")[1]
+
+
+def test_the_sprt_verdict_decides_the_gate_when_there_is_one():
+    s = MatchScore(21, 0, 19)  # 52.5%: below a 55% threshold
+    assert not gate_decision(s, 0.55)
+    assert gate_decision(s, 0.55, "accept")  # the test accepted: the threshold does not overrule it
+    assert not gate_decision(MatchScore(30, 0, 10), 0.55, "reject")
+    assert gate_decision(MatchScore(30, 0, 10), 0.55, "continue")  # games ran out: the threshold decides
+    with pytest.raises(ValueError, match="verdict must be"):
+        gate_decision(s, 0.55, "maybe")
+
+
+def test_paired_interval_uses_the_spread_of_opening_pairs():
+    from zeroloop.engine.rating import paired_interval
+
+    # every pair split 1-1: each pair scores 0.5 exactly, so the pairs say 0.5 with no doubt,
+    # while the per-game interval treats the 40 games as independent coin flips
+    pairs = [0.5] * 20
+    assert paired_interval(pairs) == (0.5, 0.5)
+    assert MatchScore(20, 0, 20).interval() != (0.5, 0.5)
+    # the pairs' own spread, by hand: scores 0, 1 alternating over 10 pairs, sd = 0.527
+    lo, hi = paired_interval([0.0, 1.0] * 5)
+    half = 1.959964 * np.std([0.0, 1.0] * 5, ddof=1) / np.sqrt(10)
+    assert (lo, hi) == pytest.approx((0.5 - half, 0.5 + half), abs=1e-5)
+    assert paired_interval([0.7]) == (0.0, 1.0)

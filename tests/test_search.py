@@ -68,6 +68,31 @@ def test_first_play_urgency_decides_whether_unvisited_moves_are_tried():
     assert (doubtful.visits[0] > 0).sum() == 1
 
 
+def test_fpu_reduction_values_an_unvisited_move_below_what_the_node_has_seen():
+    from zeroloop.engine.search.kernels import _unvisited_value
+
+    prior = np.array([[0.3, 0.2, 0.5]], np.float32)
+    edge_n = np.array([[1.0, 2.0, 0.0]], np.float32)
+    edge_w = np.array([[0.4, -0.2, 0.0]], np.float32)
+    legal = np.ones((1, 3), np.bool_)
+    node_value = np.array([0.2], np.float32)
+    # mean (0.2 + 0.4 - 0.2) / (1 + 3) = 0.1, visited prior mass 0.5
+    got = _unvisited_value(0, prior, edge_n, edge_w, legal, node_value, 0.7, 0.5)
+    assert got == pytest.approx(0.1 - 0.5 * np.sqrt(0.5), abs=1e-6)
+    assert _unvisited_value(0, prior, edge_n, edge_w, legal, node_value, 0.7, -1.0) == pytest.approx(0.7)
+    # nothing visited yet: the node's own value, no reduction
+    none = np.zeros((1, 3), np.float32)
+    assert _unvisited_value(0, prior, none, none, legal, node_value, 0.7, 0.5) == pytest.approx(0.2)
+
+
+def test_fpu_reduction_narrows_the_search_as_it_grows():
+    # values 0 everywhere, uniform priors: no reduction tries every move first, a large one
+    # keeps revisiting the moves it has seen
+    tried = [int((search_position("connect4", "", sims=8, fpu_reduction=r)[1].visits[0] > 0).sum())
+             for r in (0.0, 0.3, 2.0)]
+    assert tried[0] == 7 and tried[0] > tried[1] > tried[2] >= 1, tried
+
+
 def skewed_evaluator(game):
     base = np.exp(np.linspace(0, 2, game.num_actions)).astype(np.float32)
 
@@ -183,3 +208,150 @@ def test_seeded_selfplay_is_reproducible():
         final = game.play(r.actions)
         assert final.outcome is not None
         assert r.result in (-1.0, 0.0, 1.0)
+
+
+def test_playout_cap_records_full_searches_only():
+    from zeroloop.engine.nn import uniform_evaluator
+    from zeroloop.engine.search import MoveSchedule, SearchStats
+    from zeroloop.engine.selfplay import PlayoutCap, play_selfplay_games, records_to_arrays
+
+    game = make_game("connect4")
+    seeds = [np.random.SeedSequence([5, k]) for k in range(6)]
+    cfg, sched = SearchConfig(simulations=24), MoveSchedule(temperature=1.0, temperature_moves=42)
+    plain = play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=3)
+    assert all(r.full.all() for r in plain)
+    assert "full" not in records_to_arrays(game, plain)  # shards without a cap are as before
+    stats = SearchStats()
+    capped = play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=3, stats=stats,
+                                 cap=PlayoutCap(0.25, 4))
+    full = np.concatenate([r.full for r in capped])
+    assert 0.1 < full.mean() < 0.45  # about a quarter of the moves were full searches
+    moves = len(full)
+    assert stats.simulations == 24 * full.sum() + 4 * (moves - full.sum())
+    arrays = records_to_arrays(game, capped)
+    np.testing.assert_array_equal(arrays["full"], full)
+    for r in capped:
+        assert len(r.policies) == len(r.full) == len(r.actions)
+        assert np.allclose(r.policies.sum(axis=1), 1.0, atol=1e-5)
+    # every move a full search: the cap changes nothing but the draw per move
+    every = play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=3,
+                                cap=PlayoutCap(1.0, 4))
+    assert all(r.full.all() for r in every)
+
+
+def test_training_reads_only_the_full_searches(tmp_path):
+    from zeroloop.engine.nn import uniform_evaluator
+    from zeroloop.engine.search import MoveSchedule
+    from zeroloop.engine.selfplay import PlayoutCap, play_selfplay_games, records_to_arrays
+    from zeroloop.pipeline.storage import save_shard
+    from zeroloop.pipeline.training.replay import load_replay
+
+    game = make_game("tictactoe")
+    recs = play_selfplay_games(game, uniform_evaluator(game), SearchConfig(simulations=8),
+                               MoveSchedule(temperature=1.0, temperature_moves=9),
+                               [np.random.SeedSequence([1, k]) for k in range(8)], cap=PlayoutCap(0.5, 2))
+    arrays = records_to_arrays(game, recs)
+    path = tmp_path / "shard.zls"
+    save_shard(path, arrays, {"identity": {"game": "tictactoe"}})
+    data = load_replay(game, [path])
+    assert len(data) == int(arrays["full"].sum()) < len(arrays["z"])
+    np.testing.assert_array_equal(data.z, arrays["z"][arrays["full"]].astype(np.float32))
+
+
+# ---------------------------------------------------------------- Gumbel AlphaZero
+
+def _gumbel(sims, **cfg):
+    return SearchConfig(simulations=sims, algorithm="gumbel", reuse_tree=False, **cfg)
+
+
+@pytest.mark.parametrize("m, n, expected", [
+    # m = 4, n = 16: two phases; 4 moves x 2 visits, then 2 moves x 4 visits (the paper's example sizes)
+    (4, 16, [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5]),
+    # m = 7 (Connect Four), n = 16: ceil(log2 7) = 3 phases; 16 // 21 < 1 so one visit each, then 3
+    # moves x 1, then the last two share the rest
+    (7, 16, [0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 4, 4]),
+    (2, 5, [0, 0, 1, 1, 2]),
+    (1, 4, [0, 1, 2, 3]),
+])
+def test_sequential_halving_schedule_by_hand(m, n, expected):
+    from zeroloop.engine.search.moves import considered_visits
+
+    assert considered_visits(m, n) == expected
+
+
+def test_sequential_halving_spends_the_budget_on_the_better_half():
+    # uniform priors and values: four considered moves, the one the halving keeps gets most visits
+    game = make_game("connect4")
+    mcts = BatchedMCTS(game, uniform_evaluator(game), _gumbel(16, max_considered_actions=4), 1,
+                       rng=np.random.default_rng(3))
+    mcts.set_root(0, game.initial_state())
+    res = mcts.search([0], add_noise=True)
+    visits = np.sort(res.visits[0])[::-1]
+    assert visits.sum() == 16 and (res.visits[0] > 0).sum() == 4  # only the 4 considered moves
+    assert list(visits[:4]) == [6, 6, 2, 2]  # 2 each in phase one, then 4 more for each of two
+    assert res.visits[0][res.action[0]] == 6
+
+
+def test_improved_policy_from_completed_q_by_hand():
+    from zeroloop.engine.search import kernels as K
+
+    prior = np.array([[0.5, 0.3, 0.2]], np.float32)
+    edge_n = np.array([[2.0, 1.0, 0.0]], np.float32)
+    edge_w = np.array([[1.0, -1.0, 0.0]], np.float32)  # q = 0.5, -1.0, unvisited
+    legal = np.ones((1, 3), np.bool_)
+    node_value = np.array([0.1], np.float32)
+    q, p = np.zeros(3), np.zeros(3)
+    K.improved_policy(0, prior, edge_n, edge_w, legal, node_value, 50.0, 0.1, q, p)
+    # v_mix = (0.1 + 3 * (0.5 * 0.5 + 0.3 * -1.0) / 0.8) / (1 + 3) = -0.021875
+    v_mix = (0.1 + 3 * (0.5 * 0.5 + 0.3 * -1.0) / 0.8) / 4
+    np.testing.assert_allclose(q, [0.5, -1.0, v_mix], atol=1e-6)
+    sigma = (50.0 + 2.0) * 0.1 * 0.5 * (np.array([0.5, -1.0, v_mix]) + 1.0)
+    logits = np.log([0.5, 0.3, 0.2]) + sigma
+    np.testing.assert_allclose(p, np.exp(logits) / np.exp(logits).sum(), atol=1e-6)
+
+
+def _threat_oracle(game):
+    """Uniform priors; value +1 when the side to move can win at once, else 0."""
+    def ev(states):
+        values = [float(any(game.apply(st, int(a)).outcome is not None
+                            for a in np.flatnonzero(game.legal_mask(st)))) for st in states]
+        return np.ones((len(states), game.num_actions), np.float32), np.asarray(values, np.float32)
+    return ev
+
+
+@pytest.mark.parametrize("moves, best, sims", [
+    ("112233", "4", 7),   # X to move wins at once with 4: one visit per move shows it
+    ("11223", "4", 7),    # O to move: every move but 4 lets X win next (the oracle's value says so)
+    ("445566", "37", 8),  # X wins at once at either end of the bottom row
+])
+def test_gumbel_finds_a_forced_win_or_the_only_defence_with_few_simulations(moves, best, sims):
+    game = make_game("connect4")
+    for seed in range(5):  # whatever the Gumbel noise
+        mcts = BatchedMCTS(game, _threat_oracle(game), _gumbel(sims), 1, rng=np.random.default_rng(seed))
+        mcts.set_root(0, game.play(game.parse_moves(moves)))
+        res = mcts.search([0], add_noise=True)
+        assert game.format_moves([int(res.action[0])]) in best
+        assert res.policy[0][res.action[0]] == pytest.approx(res.policy[0].max())  # the policy agrees
+
+
+def test_gumbel_needs_a_fresh_tree_and_one_leaf_per_step():
+    with pytest.raises(ValueError, match="set mcts.reuse_tree: false"):
+        SearchConfig(algorithm="gumbel")
+    with pytest.raises(ValueError, match="leaves_per_game: 1"):
+        SearchConfig(algorithm="gumbel", reuse_tree=False, leaves_per_game=4)
+
+
+def test_gumbel_selfplay_records_the_improved_policy_and_is_reproducible():
+    from zeroloop.engine.nn import uniform_evaluator as uni
+    from zeroloop.engine.search import MoveSchedule
+    from zeroloop.engine.selfplay import play_selfplay_games
+
+    game = make_game("tictactoe")
+    seeds = [np.random.SeedSequence([2, k]) for k in range(6)]
+    runs = [play_selfplay_games(game, uni(game), _gumbel(8), MoveSchedule(), seeds, in_flight=k)
+            for k in (1, 4)]
+    assert [r.actions for r in runs[0]] == [r.actions for r in runs[1]]
+    for rec in runs[0]:
+        assert np.allclose(rec.policies.sum(axis=1), 1.0, atol=1e-5)
+    # Gumbel noise makes the games differ from one another
+    assert len({tuple(r.actions) for r in runs[0]}) > 1

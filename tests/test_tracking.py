@@ -83,3 +83,14 @@ def test_a_training_rerun_replaces_its_loss_curves(stages):
     assert steps and max(steps.values()) == 1, f"repeated steps: {steps}"
     assert len(client.get_metric_history(run_id, "train/loss_epoch")) == 2  # epochs, once
     assert "selfplay/games" in gens[0].data.metrics
+
+
+def test_temporary_dvc_experiments_log_to_the_repository_store(tmp_path, monkeypatch):
+    from zeroloop.pipeline.tracking import repo_root, tracking_uri
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path / "repo" / ".dvc" / "tmp" / "exps" / "tmpab12cd"))
+    assert repo_root() == (tmp_path / "repo").resolve()
+    assert tracking_uri() == f"sqlite:///{(tmp_path / 'repo' / 'mlflow.db').resolve()}"
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path / "plain"))
+    assert repo_root() == (tmp_path / "plain").resolve()

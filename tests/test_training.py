@@ -83,7 +83,8 @@ def tictactoe_data():
     arrays = records_to_arrays(game, records)
     planes = unpack_planes(arrays["planes"], game)
     policy = arrays["policy"].astype(np.float32)
-    return game, ReplayData(planes, policy / policy.sum(1, keepdims=True), arrays["z"].astype(np.float32))
+    return game, ReplayData(planes, policy / policy.sum(1, keepdims=True), arrays["z"].astype(np.float32),
+                            arrays["value"].astype(np.float32))
 
 
 def _mean_loss(net, data):
@@ -128,3 +129,44 @@ def test_lightning_device_mapping():
     assert lightning_device("auto") == expected
     with pytest.raises(ValueError, match="tpu"):
         lightning_device("tpu")
+
+
+def test_value_target_mixes_the_result_with_the_search_value(tictactoe_data):
+    from zeroloop.pipeline.training.module import ReplayDataModule
+
+    _, data = tictactoe_data
+    assert not np.array_equal(data.z, data.q)  # shards carry the root values
+    np.testing.assert_array_equal(data.value_target(0.0), data.z)
+    np.testing.assert_allclose(data.value_target(1.0), data.q)
+    np.testing.assert_allclose(data.value_target(0.25), 0.75 * data.z + 0.25 * data.q, rtol=1e-6)
+    dm = ReplayDataModule(data, batch_size=8, val_fraction=0.0, seed=0, q_weight=0.5)
+    planes, _, target = dm._dataset(np.arange(5))[:]
+    np.testing.assert_allclose(target.numpy(), 0.5 * (data.z[:5] + data.q[:5]), rtol=1e-6)
+
+
+def test_adamw_decays_only_conv_and_linear_weights_when_asked():
+    from zeroloop.pipeline.training.module import AlphaZeroModule, decayed_parameters
+
+    game = make_game("tictactoe")
+    torch.manual_seed(0)
+    net = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8))
+    assert len(decayed_parameters(net, True)) == len(list(net.parameters()))
+    only = decayed_parameters(net, False)
+    assert only and all(p.ndim > 1 for p in only)
+    before = {n: p.detach().clone() for n, p in net.named_parameters()}
+    cfg = TrainConfig(optimizer="adamw", weight_decay=0.1, lr=0.01, lr_schedule="constant",
+                      decay_norm_and_bias=False)
+    opt = AlphaZeroModule(net, game, cfg).configure_optimizers()
+    for p in net.parameters():
+        p.grad = torch.zeros_like(p)  # no gradient: only the decoupled decay moves a parameter
+    opt.step()
+    for name, p in net.named_parameters():
+        if p.ndim > 1:
+            assert torch.allclose(p, before[name] * (1 - 0.01 * 0.1)), name
+        else:
+            assert torch.equal(p, before[name]), name  # BatchNorm scales and shifts, biases
+
+
+def test_weight_decay_needs_adamw():
+    with pytest.raises(ValueError, match="weight_decay=0.1 is AdamW's decoupled decay"):
+        TrainConfig(optimizer="adam", weight_decay=0.1)

@@ -40,6 +40,12 @@ class MatchResult:
         r = [g.result for g in self.games]
         return MatchScore(sum(x > 0 for x in r), sum(x == 0 for x in r), sum(x < 0 for x in r))
 
+    def pair_scores(self) -> list[float]:
+        """A's mean score over each opening's two games (in [0, 1]); games
+        come in pairs, A first then B first, as :func:`play_games` plays them."""
+        g = self.games
+        return [((g[i].result + 1) / 2 + (g[i + 1].result + 1) / 2) / 2 for i in range(0, len(g) - 1, 2)]
+
 
 def make_openings(game: Game, plies: int, count: int, rng: np.random.Generator) -> list[list[int]]:
     """``count`` random legal move sequences of ``plies`` moves that leave the

@@ -128,6 +128,8 @@ class MCTSPlayer:
                 search.set_root(i, s)
                 self._synced[i] = True
         self.last = search.search(list(indices), add_noise=self.noise)
+        if self.last.action is not None:  # Gumbel: the search chose
+            return [int(a) for a in self.last.action]
         return [choose_move(v, self.schedule.temperature_at(s.ply), self.rng)
                 for v, s in zip(self.last.visits, states)]
 
@@ -142,9 +144,11 @@ class MCTSPlayer:
 
 
 def search_position(mcts: BatchedMCTS, game: Game, state: State) -> tuple[int, SearchResult, np.ndarray]:
-    """Search ``state`` in slot 0 of ``mcts`` (no noise): the most-visited
-    legal action, the search result and the legal actions."""
+    """Search ``state`` in slot 0 of ``mcts`` (no noise): the search's move
+    (the most-visited legal one for PUCT), the search result and the legal actions."""
     mcts.set_root(0, state)
     res = mcts.search([0])
     legal = np.flatnonzero(game.legal_mask(state))
+    if res.action is not None:
+        return int(res.action[0]), res, legal
     return int(legal[np.argmax(res.visits[0][legal])]), res, legal

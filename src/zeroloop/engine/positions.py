@@ -188,6 +188,16 @@ class ErrorRate:
     def rate(self) -> float:
         return self.errors / self.positions if self.positions else float("nan")
 
+    def interval(self, z: float = 1.959964) -> tuple[float, float]:
+        """Wilson score interval of the error rate (95% by default); (0, 1) with no positions."""
+        n = self.positions
+        if n == 0:
+            return (0.0, 1.0)
+        p = self.errors / n
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return (max(0.0, float(centre - half)), min(1.0, float(centre + half)))
+
 
 def move_errors(positions: PositionSet, chosen: Sequence[int]) -> ErrorRate:
     """How many of ``chosen`` (one move per position) give away a result."""

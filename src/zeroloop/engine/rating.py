@@ -7,7 +7,7 @@ score of ``1 / (1 + 10**(-d / 400))``. Draws always count as half a point.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from numbers import Integral, Real
 from statistics import NormalDist
@@ -104,17 +104,40 @@ class MatchScore:
                 "score": self.score, "elo_diff": self.elo_diff, "interval95": [lo, hi]}
 
 
-def gate_decision(score: MatchScore, threshold: float = 0.55) -> bool:
-    """Whether the candidate (player A) passes the gate: score >= threshold.
+def paired_interval(pair_scores: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Normal-approximation interval of the expected score from the mean
+    scores of game pairs (an opening played with both colours): the two games
+    of a pair share their opening, so they are not independent, and the
+    pairs' spread is the honest one. (0, 1) with fewer than two pairs."""
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    x = np.asarray(pair_scores, float)
+    if len(x) < 2:
+        return (0.0, 1.0)
+    z = NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    half = z * float(x.std(ddof=1)) / math.sqrt(len(x))
+    return (max(0.0, float(x.mean()) - half), min(1.0, float(x.mean()) + half))
 
-    A score exactly at the threshold passes; a 1e-12 slack absorbs float
-    rounding in ``(wins + draws/2) / games`` (e.g. 11/20 versus 0.55). A match
-    with no games never passes, whatever the threshold: there is no evidence.
+
+def gate_decision(score: MatchScore, threshold: float = 0.55, verdict: str | None = None) -> bool:
+    """Whether the candidate (player A) passes the gate.
+
+    With a sequential test's ``verdict`` ("accept" or "reject"), the verdict
+    decides: a test that accepted a candidate at 54% does not see it turned
+    down by the threshold. Otherwise (no test, or "continue" when the games ran
+    out) the score must reach the threshold: a score exactly at it passes; a
+    1e-12 slack absorbs float rounding in ``(wins + draws/2) / games`` (e.g.
+    11/20 versus 0.55). A match with no games never passes: there is no
+    evidence.
     """
     if not isinstance(threshold, Real) or not 0.0 < threshold <= 1.0:
         raise ValueError(f"gate.threshold must lie in (0, 1], got {threshold!r}")
+    if verdict not in (None, "accept", "reject", "continue"):
+        raise ValueError(f"verdict must be accept, reject or continue, got {verdict!r}")
     if score.games == 0:
         return False
+    if verdict in ("accept", "reject"):
+        return verdict == "accept"
     return score.score >= threshold - 1e-12
 
 

@@ -25,13 +25,37 @@ class GameRecord:
 
     actions: ``[T]`` moves played. policies: ``[T, A]`` float32 visit
     distributions (the training targets). values: ``[T]`` root values from the
-    side to move. result: +1/0/-1 from the first player's view.
+    side to move. result: +1/0/-1 from the first player's view. full: ``[T]``
+    whether the move came from a full search (a training sample) or a fast one
+    (:class:`PlayoutCap`); all full without a cap.
     """
 
     actions: list[int]
     policies: np.ndarray
     values: np.ndarray
     result: float
+    full: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.full is None:
+            self.full = np.ones(len(self.actions), np.bool_)
+
+
+@dataclass(frozen=True)
+class PlayoutCap:
+    """Playout cap randomisation (KataGo, Wu 2019): each move is a full search
+    with probability ``full_probability`` (the search's configured
+    simulations, root noise, recorded for training), else a fast search of
+    ``fast_simulations`` without noise, played but not recorded. More games
+    (and more value targets per minute) for the same number of policy targets."""
+
+    full_probability: float
+    fast_simulations: int
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.full_probability <= 1.0 or self.fast_simulations < 1:
+            raise ValueError(f"playout cap: full_probability={self.full_probability} must be in (0, 1] and "
+                             f"fast_simulations={self.fast_simulations} >= 1")
 
 
 @dataclass
@@ -41,12 +65,13 @@ class _Running:
     actions: list[int] = field(default_factory=list)
     policies: list[np.ndarray] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
+    full: list[bool] = field(default_factory=list)
 
 
 def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, schedule: MoveSchedule,
                         seeds: Sequence[np.random.SeedSequence], *, in_flight: int = 64,
                         on_game: Callable[[int, GameRecord], None] | None = None,
-                        stats: SearchStats | None = None) -> list[GameRecord]:
+                        stats: SearchStats | None = None, cap: PlayoutCap | None = None) -> list[GameRecord]:
     """Play one game of the evaluator against itself per seed; the records
     come back in the order of ``seeds``.
 
@@ -57,7 +82,9 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
     evaluator whose answer for a position does not depend on the rest of its
     batch (:class:`~zeroloop.engine.nn.FixedBatchEvaluator`) a game does not
     depend on ``in_flight`` nor on the other games played with it.
-    ``on_game(i, record)`` follows each finished game.
+    ``on_game(i, record)`` follows each finished game. With a playout ``cap``
+    each game draws, per move and from its own generator, whether the move is
+    a full or a fast search.
     """
     if not seeds:
         return []
@@ -79,24 +106,40 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
         start(slot)
     while running:
         order = sorted(running)
-        res = mcts.search(order, add_noise=True)
-        for j, slot in enumerate(order):
-            rec = running[slot]
-            state = mcts.root_state(slot)
-            visits = res.visits[j]
-            action = choose_move(visits, schedule.temperature_at(state.ply), rec.rng)
-            rec.actions.append(action)
-            rec.policies.append((visits / visits.sum()).astype(np.float32))
-            rec.values.append(float(res.value[j]))
-            new = mcts.advance(slot, action)
-            if new.outcome is None:
+        if cap is None:
+            steps = [(order, True, None)]
+        else:
+            full = {slot: bool(running[slot].rng.random() < cap.full_probability) for slot in order}
+            steps = [([s for s in order if full[s]], True, None),
+                     ([s for s in order if not full[s]], False, cap.fast_simulations)]
+        finished = []
+        for group, is_full, sims in steps:
+            if not group:
                 continue
-            record = GameRecord(rec.actions, np.stack(rec.policies),
-                                np.asarray(rec.values, np.float32), first_player_result(new))
+            res = mcts.search(group, add_noise=is_full, simulations=sims)
+            for j, slot in enumerate(group):
+                rec = running[slot]
+                state = mcts.root_state(slot)
+                if res.action is not None:  # Gumbel: the halving's winner, the improved policy
+                    action, target = int(res.action[j]), res.policy[j]
+                else:
+                    visits = res.visits[j]
+                    action = choose_move(visits, schedule.temperature_at(state.ply), rec.rng)
+                    target = visits / visits.sum()
+                rec.actions.append(action)
+                rec.policies.append(target.astype(np.float32))
+                rec.values.append(float(res.value[j]))
+                rec.full.append(is_full)
+                new = mcts.advance(slot, action)
+                if new.outcome is not None:
+                    finished.append((slot, new))
+        for slot, new in sorted(finished):
+            rec = running.pop(slot)
+            record = GameRecord(rec.actions, np.stack(rec.policies), np.asarray(rec.values, np.float32),
+                                first_player_result(new), np.asarray(rec.full, np.bool_))
             done[rec.index] = record
             if on_game is not None:
                 on_game(rec.index, record)
-            del running[slot]
             start(slot)
     if stats is not None:
         stats.merge(mcts.stats)
@@ -109,7 +152,9 @@ def records_to_arrays(game: Game, records: list[GameRecord]) -> dict[str, np.nda
     planes: ``[N, ceil(4*H*W/8)]`` uint8, the binary input planes bit-packed.
     policy: ``[N, A]`` float16 visit distributions. z: ``[N]`` int8 final
     result from the side to move. value: ``[N]`` float16 root values.
-    actions: ``[N]`` int16 moves played. lengths / results: ``[G]`` per game
+    actions: ``[N]`` int16 moves played. full (only when some position is
+    not a training sample): ``[N]`` bool, whether the position came from a full
+    search (:class:`PlayoutCap`). lengths / results: ``[G]`` per game
     (results from the first player's view).
     """
     planes, z = [], []
@@ -122,7 +167,10 @@ def records_to_arrays(game: Game, records: list[GameRecord]) -> dict[str, np.nda
         planes.append(np.packbits(x.reshape(len(states), -1).astype(np.uint8), axis=1))
         z.extend(r.result if s.first_to_move else -r.result for s in states)
     A = game.num_actions
-    return {
+    full = np.concatenate([r.full for r in records]) if records else np.zeros(0, np.bool_)
+    # written only when some position is not a training sample: shards without a cap stay as they were
+    extra = {} if full.all() else {"full": full}
+    return {**extra,
         "planes": np.concatenate(planes) if planes else np.zeros((0, 0), np.uint8),
         "policy": (np.concatenate([r.policies for r in records]) if records
                    else np.zeros((0, A), np.float32)).astype(np.float16),
@@ -130,6 +178,7 @@ def records_to_arrays(game: Game, records: list[GameRecord]) -> dict[str, np.nda
         "value": (np.concatenate([r.values for r in records]) if records
                   else np.zeros(0, np.float32)).astype(np.float16),
         "actions": np.asarray([a for r in records for a in r.actions], np.int16),
+
         "lengths": np.asarray([len(r.actions) for r in records], np.int32),
         "results": np.asarray([r.result for r in records], np.int8),
     }
@@ -148,8 +197,9 @@ def arrays_to_records(arrays: dict[str, np.ndarray]) -> list[GameRecord]:
     out, start = [], 0
     for length, result in zip(arrays["lengths"].tolist(), arrays["results"].tolist()):
         end = start + length
+        full = arrays["full"][start:end] if "full" in arrays else None  # shards before the playout cap
         out.append(GameRecord(arrays["actions"][start:end].tolist(),
                               arrays["policy"][start:end].astype(np.float32),
-                              arrays["value"][start:end].astype(np.float32), float(result)))
+                              arrays["value"][start:end].astype(np.float32), float(result), full))
         start = end
     return out

@@ -72,18 +72,25 @@ def solver_errors(p: Params, path: str, positions: PositionSet) -> dict:
     mcts = BatchedMCTS(game, ev, p.match_search(p.evaluate), len(states), rng=np.random.default_rng(0))
     for i, s in enumerate(states):
         mcts.set_root(i, s)
-    visits = mcts.search(list(range(len(states))), add_noise=False).visits
-    search_moves = np.where(legal, visits, -1).argmax(axis=1)
+    res = mcts.search(list(range(len(states))), add_noise=False)
+    search_moves = res.action if res.action is not None else np.where(legal, res.visits, -1).argmax(axis=1)
     pol, srch = move_errors(positions, policy_moves), move_errors(positions, search_moves)
     matters, names = decisive(positions), np.asarray(positions.groups)
     groups = {}
     for (g, gp), gs in zip(group_errors(positions, policy_moves).items(),
                            group_errors(positions, search_moves).values(), strict=True):
         groups[g] = {"positions": gp.positions, "decisive": int(matters[names == g].sum()),
-                     "policy_error_rate": round(gp.rate, 4), "search_error_rate": round(gs.rate, 4)}
+                     "policy_error_rate": round(gp.rate, 4), "search_error_rate": round(gs.rate, 4),
+                     "policy_error_ci95": _rounded(gp.interval()),
+                     "search_error_ci95": _rounded(gs.interval())}
     return {"positions": pol.positions, "decisive": int(matters.sum()),
             "simulations": p.evaluate.simulations, "policy_error_rate": round(pol.rate, 4),
-            "search_error_rate": round(srch.rate, 4), "groups": groups}
+            "search_error_rate": round(srch.rate, 4), "policy_error_ci95": _rounded(pol.interval()),
+            "search_error_ci95": _rounded(srch.interval()), "groups": groups}
+
+
+def _rounded(interval: tuple[float, float]) -> list[float]:
+    return [round(interval[0], 4), round(interval[1], 4)]
 
 
 def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True) -> dict:

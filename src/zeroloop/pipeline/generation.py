@@ -15,7 +15,7 @@ import shutil
 import time
 
 from zeroloop.engine.arena import MatchResult
-from zeroloop.engine.rating import gate_decision
+from zeroloop.engine.rating import gate_decision, paired_interval
 from zeroloop.engine.selfplay import arrays_to_records
 from zeroloop.pipeline.layout import Layout, derive_seed
 from zeroloop.pipeline.matches import PlayerSpec, play_match
@@ -35,7 +35,9 @@ from zeroloop.pipeline.storage import (
 
 
 def init_step(p: Params, layout: Layout) -> dict:
-    """Generation 0: a randomly initialised network and an empty replay window."""
+    """Generation 0: a randomly initialised network (as the best model and as
+    the candidate that generation 1 may continue from) and an empty replay
+    window."""
     import torch
 
     from zeroloop.engine.nn import PolicyValueNet
@@ -44,6 +46,7 @@ def init_step(p: Params, layout: Layout) -> dict:
     torch.manual_seed(derive_seed(p.seed, "init"))
     net = PolicyValueNet.for_game(game, p.net.config())
     save_model(layout.model(0), net, game, meta={"generation": 0, "origin": 0})
+    atomic_write_bytes(layout.model(0, "candidate"), layout.model(0).read_bytes())
     write_json(layout.replay_manifest(0), {"generation": 0, "window": []})
     return {"weights": sum(t.numel() for t in net.parameters())}
 
@@ -52,6 +55,7 @@ def selfplay_job(p: Params, model: str | None, seed: int) -> SelfplayJob:
     """Self-play as params.yaml sets it (``mcts``, ``selfplay``, ``runtime.device`` and ``precision``)."""
     s, r = p.selfplay.config(), p.runtime
     return SelfplayJob(game=p.game, model=model, games=s.games, search=p.mcts.config(), schedule=s.schedule,
+                       cap=s.cap,
                        seed=seed, shard_games=s.shard_games, device=r.device, eval_batch=s.eval_batch,
                        in_flight=r.games_in_flight, eval_cache=r.eval_cache, precision=r.precision)
 
@@ -79,7 +83,7 @@ def selfplay_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: b
                                  meta={"generation": gen}, progress=progress)
     wall = time.perf_counter() - t0
 
-    wins = draws = losses = positions = 0
+    wins = draws = losses = positions = trained = 0
     files = {}
     samples: list[str] = []
     for r in shards:
@@ -90,6 +94,7 @@ def selfplay_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: b
         draws += int((res == 0).sum())
         losses += int((res < 0).sum())
         positions += len(arrays["z"])
+        trained += int(arrays["full"].sum()) if "full" in arrays else len(arrays["z"])
         files[path.name] = file_sha256(path)
         if len(samples) < 4:
             samples += [game.format_moves(rec.actions)
@@ -104,7 +109,7 @@ def selfplay_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: b
     games = wins + draws + losses
     busy = stats.network_s + stats.tree_s + stats.rules_s
     summary = {
-        "generation": gen, "games": games, "positions": positions,
+        "generation": gen, "games": games, "positions": positions, "training_positions": trained,
         "mean_length": round(positions / max(games, 1), 2),
         "first_player_score": round((wins + draws / 2) / max(games, 1), 4),
         "draw_rate": round(draws / max(games, 1), 4),
@@ -147,22 +152,25 @@ def checked_shards(entries: list[dict]) -> list[str]:
 
 def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, progress: bool = True
                ) -> dict:
-    """A candidate trained from generation ``prev``'s best on the replay window;
-    ``logger`` is Lightning's (False: none)."""
+    """A candidate trained on the replay window from generation ``prev``'s best
+    model, or from its candidate (``train.start_from: candidate``: training
+    goes on whatever the gate decided); ``logger`` is Lightning's (False: none)."""
     from zeroloop.pipeline.training.module import fit_network
     from zeroloop.pipeline.training.replay import load_replay
 
     game = p.make_game()
     entries = replay_window(p, layout, gen, prev)
     data = load_replay(game, checked_shards(entries))
-    net, _, meta = load_model(layout.model(prev), game)
+    cfg = p.train.config()
+    start = layout.model(prev, "candidate") if cfg.start_from == "candidate" else layout.model(prev)
+    net, _, meta = load_model(start, game)
     t0 = time.perf_counter()
-    losses = fit_network(net, game, data, p.train.config(), seed=derive_seed(p.seed, "train", gen),
+    losses = fit_network(net, game, data, cfg, seed=derive_seed(p.seed, "train", gen),
                          device=p.runtime.device, logger=logger, progress=progress)
     wall = time.perf_counter() - t0
     save_model(layout.model(gen, "candidate"), net, game,
                meta={"generation": gen, "origin": gen, "trained_from": meta.get("origin", prev)})
-    summary = {"generation": gen, "samples": len(data),
+    summary = {"generation": gen, "samples": len(data), "trained_from": meta.get("origin", prev),
                "window": [e["generation"] for e in entries], "wall_s": round(wall, 1)}
     summary.update({k.replace("_epoch", "").replace("/", "_"): round(v, 5) for k, v in losses.items()})
     summary.update(process_clock())
@@ -195,18 +203,22 @@ def gate_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: bool 
     match = play_match(game, model_player(p, str(cand), f"gen{gen}", g),
                        model_player(p, str(best), f"gen{origin}", g), games=g.games,
                        opening_plies=g.opening_plies, seed=derive_seed(p.seed, "gate", gen),
-                       workers=p.runtime.workers or None, sprt=sprt, desc=f"gate@{gen}", progress=progress)
+                       workers=p.runtime.workers or None, sprt=sprt, round_games=g.sprt.round_games,
+                       desc=f"gate@{gen}", progress=progress)
     score = match.score
-    accepted = gate_decision(score, g.threshold)
+    verdict = sprt.status(score) if sprt else None
+    accepted = gate_decision(score, g.threshold, verdict)
     atomic_write_bytes(layout.model(gen), (cand if accepted else best).read_bytes())
     lo, hi = score.interval(0.95)
+    pair_lo, pair_hi = paired_interval(match.pair_scores())
     result = {
         "generation": gen, "candidate": f"gen{gen}", "opponent": f"gen{origin}",
         "accepted": int(accepted), "best_origin": gen if accepted else origin,
         "score": round(score.score, 4), "ci95_low": round(lo, 4), "ci95_high": round(hi, 4),
+        "pair_ci95_low": round(pair_lo, 4), "pair_ci95_high": round(pair_hi, 4),
         "threshold": g.threshold, "wins": score.wins, "draws": score.draws, "losses": score.losses,
         "games": score.games, "elo_diff": round(score.elo_diff, 1),
-        "sprt": (sprt.status(score) if sprt else "off"),
+        "sprt": verdict or "off",
         "stopped_early": int(match.stopped_early is not None), "simulations": g.simulations,
         "wall_s": round(time.perf_counter() - t0, 1), **process_clock(),
     }

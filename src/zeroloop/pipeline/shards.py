@@ -25,7 +25,7 @@ from zeroloop.engine.games import Game, make_game
 from zeroloop.engine.nn import FixedBatchEvaluator
 from zeroloop.engine.nn.net import NetConfig
 from zeroloop.engine.search import MoveSchedule, SearchConfig, SearchStats
-from zeroloop.engine.selfplay import GameRecord, play_selfplay_games, records_to_arrays
+from zeroloop.engine.selfplay import GameRecord, PlayoutCap, play_selfplay_games, records_to_arrays
 from zeroloop.pipeline.storage import (
     DamagedFileError,
     atomic_write_bytes,
@@ -51,6 +51,10 @@ class SelfplayConfig:
         it with exactly this many positions (padding a short call): the games
         then do not depend on the worker count or on how many games a worker
         has in flight. 32 is near this CPU's network-only peak; a GPU wants more.
+    full_search_probability, fast_simulations: playout cap randomisation
+        (KataGo): a move is a full search (``mcts.simulations``, recorded for
+        training) with this probability, else a fast search of
+        ``fast_simulations``, played but not recorded. 1.0: every move is full.
     """
 
     games: Annotated[int, at.Ge(1)] = 256
@@ -58,9 +62,17 @@ class SelfplayConfig:
     temperature_moves: Annotated[int, at.Ge(0)] = 10
     shard_games: Annotated[int, at.Interval(ge=1, le=4096)] = 64
     eval_batch: Annotated[int, at.Interval(ge=1, le=4096)] = 32
+    full_search_probability: Annotated[float, at.Interval(gt=0, le=1)] = 1.0
+    fast_simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 16
 
     def __post_init__(self) -> None:
         check_fields(self, "selfplay")
+
+    @property
+    def cap(self) -> PlayoutCap | None:
+        if self.full_search_probability >= 1.0:
+            return None
+        return PlayoutCap(self.full_search_probability, self.fast_simulations)
 
     @property
     def schedule(self) -> MoveSchedule:
@@ -82,6 +94,7 @@ class SelfplayJob:
     games: int
     search: SearchConfig = field(default_factory=SearchConfig)
     schedule: MoveSchedule = field(default_factory=MoveSchedule)
+    cap: PlayoutCap | None = None
     seed: int = 0
     shard_games: int = 64
     device: str = "auto"
@@ -120,6 +133,8 @@ class SelfplayJob:
             "search": asdict(self.search), "schedule": asdict(self.schedule), "eval_batch": self.eval_batch,
             "net": asdict(self.net) if self.net else None,
             "model_sha256": file_sha256(self.model) if self.model else None,
+            # a playout cap only when set, so that the identities of older shards still match
+            **({"playout_cap": asdict(self.cap)} if self.cap else {}),
             # as resolved on this machine; fp32 is left out, so that shards made before the key
             # existed are still reused
             **({"precision": p} if (p := self._precision()) != "fp32" else {}),
@@ -202,7 +217,7 @@ def _play_shards(task: _WorkerTask, tick: Tick) -> _WorkerResult:
 
     stats = SearchStats()
     play_selfplay_games(game, evaluator, job.search, job.schedule, seeds, in_flight=job.in_flight,
-                        on_game=finished, stats=stats)
+                        on_game=finished, stats=stats, cap=job.cap)
     stats.cache_hits += evaluator.hits - before[0]
     stats.network_rows += evaluator.computed - before[1]
     return _WorkerResult(results, stats)

@@ -37,7 +37,16 @@ STORAGE_TAG = "optuna.storage"
 
 
 def repo_root() -> Path:
-    return Path(os.environ.get("DVC_ROOT") or os.getcwd()).resolve()
+    """The repository whose ``mlflow.db`` and ``mlartifacts/`` a stage logs to.
+    ``dvc exp run --temp`` and queued experiments run in a copy under
+    ``<repo>/.dvc/tmp/exps/``, which DVC deletes afterwards: they log to the
+    repository's own store, so every experiment keeps its MLflow run."""
+    root = Path(os.environ.get("DVC_ROOT") or os.getcwd()).resolve()
+    parts = root.parts
+    for i in range(len(parts) - 2):
+        if parts[i:i + 3] == (".dvc", "tmp", "exps"):
+            return Path(*parts[:i])
+    return root
 
 
 def tracking_uri() -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from zeroloop.engine.config import Annotated, at, check_fields
 
@@ -21,11 +22,25 @@ class SearchConfig:
     leaves_per_game: leaves gathered per game and step, with virtual loss.
     virtual_loss: visits (counted as losses) put on a path while it is pending
         (only with leaves_per_game > 1).
-    fpu: value, in [-1, 1] from the side to move, assumed for unvisited moves;
-        0 reads as "a draw" (the pseudocode's 0 is a loss: its values are in [0, 1]).
+    fpu: value, in [-1, 1] from the side to move, assumed for unvisited moves
+        when ``fpu_reduction`` is unset. 0 reads as "a draw" at every node; the
+        AlphaZero pseudocode's 0 is a loss (its values are in [0, 1]), so 0
+        here is not AlphaZero's choice: -1 is.
+    fpu_reduction: when set, an unvisited move's value is the node's mean value
+        so far minus this times sqrt(prior mass of the visited moves) (Lc0,
+        KataGo: about 0.2-0.44): the search trusts its prior where it has
+        looked and assumes the rest somewhat worse than what it has seen.
     rollout_mix: lambda in V = (1 - lambda) v + lambda z, z from one random
         rollout at the leaf (AlphaGo used 0.5; 0 disables rollouts).
     reuse_tree: keep the subtree of the played move for the next search.
+    algorithm: ``puct`` (AlphaZero) or ``gumbel`` (Gumbel AlphaZero, Danihelka
+        et al. 2022): at the root, Gumbel-top-k sampling of
+        ``max_considered_actions`` moves and sequential halving over the
+        simulations; below it, deterministic selection from the improved
+        policy; the improved policy (from completed Q-values, with
+        ``sigma(q) = (c_visit + max N) * c_scale * q``) is the policy target and
+        the halving's winner the move played. Each search starts from a fresh
+        tree (``reuse_tree: false``) with one leaf per game and step.
     """
 
     simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 100
@@ -36,8 +51,17 @@ class SearchConfig:
     leaves_per_game: Annotated[int, at.Interval(ge=1, le=64)] = 1
     virtual_loss: Annotated[float, at.Interval(ge=0, le=100)] = 1.0
     fpu: Annotated[float, at.Interval(ge=-1, le=1)] = 0.0
+    fpu_reduction: Annotated[float, at.Interval(ge=0, le=2)] | None = None
     rollout_mix: Annotated[float, at.Interval(ge=0, le=1)] = 0.0
     reuse_tree: bool = True
+    algorithm: Literal["puct", "gumbel"] = "puct"
+    max_considered_actions: Annotated[int, at.Interval(ge=1, le=4096)] = 16
+    c_visit: Annotated[float, at.Interval(ge=0, le=1e6)] = 50.0
+    c_scale: Annotated[float, at.Interval(gt=0, le=1e3)] = 1.0
 
     def __post_init__(self) -> None:
         check_fields(self, "mcts")
+        if self.algorithm == "gumbel" and (self.reuse_tree or self.leaves_per_game != 1):
+            raise ValueError("mcts.algorithm gumbel runs its sequential halving on a fresh tree with one "
+                             "leaf per game and step: set mcts.reuse_tree: false and mcts.leaves_per_game: 1 "
+                             f"(got reuse_tree={self.reuse_tree}, leaves_per_game={self.leaves_per_game})")

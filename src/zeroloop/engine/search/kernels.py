@@ -33,23 +33,60 @@ def _clear_row(n, child, prior, edge_n, edge_w, legal, node_kind, node_value, no
 
 
 @njit(cache=True)
-def _best_action(node, prior, edge_n, edge_w, legal, node_n, c_init, c_base, fpu):
+def _unvisited_value(node, prior, edge_n, edge_w, legal, node_value, fpu, fpu_reduction):
+    """Q of an unvisited move at ``node``: ``fpu`` when ``fpu_reduction`` < 0;
+    else the node's mean value so far (its own evaluation and every visit
+    below it, from the side to move there) minus ``fpu_reduction`` times the
+    square root of the prior mass already visited (Lc0, KataGo)."""
+    if fpu_reduction < 0.0:
+        return fpu
+    w, n, mass = node_value[node], 1.0, 0.0
+    for a in range(prior.shape[1]):
+        if legal[node, a] and edge_n[node, a] > 0.0:
+            w += edge_w[node, a]
+            n += edge_n[node, a]
+            mass += prior[node, a]
+    return w / n - fpu_reduction * math.sqrt(mass)
+
+
+@njit(cache=True)
+def _best_action(node, prior, edge_n, edge_w, legal, node_n, node_value, c_init, c_base, fpu,
+                 fpu_reduction):
     n_parent = node_n[node]
     c = c_init
     if c_base > 0.0:
         c = math.log((1.0 + n_parent + c_base) / c_base) + c_init
     # with no visits yet, sqrt(1) lets the first choice follow the prior
     scale = c * math.sqrt(max(n_parent, 1.0))
+    unvisited = _unvisited_value(node, prior, edge_n, edge_w, legal, node_value, fpu, fpu_reduction)
     best, best_a = -1e30, -1
     for a in range(prior.shape[1]):
         if not legal[node, a]:
             continue
         n = edge_n[node, a]
-        q = edge_w[node, a] / n if n > 0.0 else fpu
+        q = edge_w[node, a] / n if n > 0.0 else unvisited
         score = q + scale * prior[node, a] / (1.0 + n)
         if score > best:
             best, best_a = score, a
     return best_a
+
+
+@njit(cache=True)
+def _step_down(node, a, g, pool_end, used, child, prior, edge_n, edge_w, legal, node_kind, node_value,
+               node_n):
+    """The child of ``node`` through ``a``, allocated (fresh) from slot ``g``'s
+    pool when it has none yet: ``(row, fresh)``, or ``(-1, False)`` when the
+    pool is full."""
+    nxt = child[node, a]
+    if nxt >= 0:
+        return nxt, False
+    if used[g] >= pool_end:
+        return -1, False
+    nxt = used[g]
+    used[g] += 1
+    _clear_row(nxt, child, prior, edge_n, edge_w, legal, node_kind, node_value, node_n)
+    child[node, a] = nxt
+    return nxt, True
 
 
 @njit(cache=True)
@@ -77,12 +114,19 @@ def _undo_virtual_loss(row, depth, path_nodes, path_actions, edge_n, edge_w, vlo
 @njit(cache=True)
 def select_leaves(slots, roots, remaining, used, cap, leaves_per_slot,
                   child, prior, edge_n, edge_w, legal, node_kind, node_value, node_n,
-                  c_init, c_base, fpu, vloss,
-                  out_slot, out_leaf, path_nodes, path_actions, path_len):
+                  c_init, c_base, fpu, fpu_reduction, vloss,
+                  out_slot, out_leaf, path_nodes, path_actions, path_len,
+                  gumbel, total, root_score, visit_seq, c_visit, c_scale, q_buf, p_buf):
     """Descend from each slot's root and reserve up to ``leaves_per_slot`` new
     leaves per slot. Terminal nodes reached on the way are backed up at once
     (a finished simulation that needs no network call); a descent that runs
     into a leaf reserved earlier in this step is a collision and is undone.
+
+    Moves are chosen by PUCT, or with ``gumbel`` the Gumbel way (one leaf per
+    slot, no virtual loss): at the root by sequential halving (simulation
+    ``total[g] - remaining[g]`` of the slot wants a considered move with
+    ``visit_seq[g, k]`` visits; ``root_score`` holds Gumbel + log prior of the
+    considered moves), below it deterministically from the improved policy.
 
     Returns the number of reserved leaves L; rows ``[0, L)`` of the outputs
     hold the slot, the new leaf's row and the path (node, action) to it.
@@ -100,21 +144,24 @@ def select_leaves(slots, roots, remaining, used, cap, leaves_per_slot,
             depth = 0
             fresh = False
             while node_kind[node] == EXPANDED and depth < max_depth:
-                a = _best_action(node, prior, edge_n, edge_w, legal, node_n, c_init, c_base, fpu)
+                if not gumbel:
+                    a = _best_action(node, prior, edge_n, edge_w, legal, node_n, node_value, c_init, c_base,
+                                     fpu, fpu_reduction)
+                elif depth == 0:
+                    a = _gumbel_root_action(node, root_score[g], visit_seq[g, total[g] - remaining[g]], prior,
+                                            edge_n, edge_w, legal, node_value, c_visit, c_scale, q_buf)
+                else:
+                    a = _gumbel_interior_action(node, prior, edge_n, edge_w, legal, node_value, c_visit,
+                                                c_scale, q_buf, p_buf)
                 path_nodes[n_out, depth] = node
                 path_actions[n_out, depth] = a
                 depth += 1
                 edge_n[node, a] += vloss
                 edge_w[node, a] -= vloss
-                nxt = child[node, a]
+                nxt, fresh = _step_down(node, a, g, pool_end, used, child, prior, edge_n, edge_w, legal,
+                                        node_kind, node_value, node_n)
                 if nxt < 0:
-                    if used[g] >= pool_end:
-                        break
-                    nxt = used[g]
-                    used[g] += 1
-                    _clear_row(nxt, child, prior, edge_n, edge_w, legal, node_kind, node_value, node_n)
-                    child[node, a] = nxt
-                    fresh = True
+                    break
                 node = nxt
                 if fresh:
                     break
@@ -203,3 +250,95 @@ def compact_subtree(start, cap, new_root, child, prior, edge_n, edge_w, legal,
         node_value[new] = node_value[old]
         node_n[new] = node_n[old]
     return count
+
+
+# -- Gumbel AlphaZero (Danihelka et al., ICLR 2022) --------------------------------------------
+# Values are in [-1, 1]; sigma works on q mapped to [0, 1] by (q + 1) / 2, the game's known bounds.
+
+
+@njit(cache=True)
+def _completed_q(node, prior, edge_n, edge_w, legal, node_value, out):
+    """``out[a]``: Q of each legal move at ``node`` from the side to move, an
+    unvisited one completed with v_mix, the node's value mixed with the
+    prior-weighted Q of the visited moves (the paper's eq. 33). Returns the
+    largest visit count of a move."""
+    total_n, pi_vis, weighted, max_n = 0.0, 0.0, 0.0, 0.0
+    for a in range(prior.shape[1]):
+        n = edge_n[node, a]
+        if legal[node, a] and n > 0.0:
+            total_n += n
+            pi_vis += prior[node, a]
+            weighted += prior[node, a] * edge_w[node, a] / n
+            max_n = max(max_n, n)
+    v_mix = node_value[node]
+    if total_n > 0.0 and pi_vis > 0.0:
+        v_mix = (node_value[node] + total_n * weighted / pi_vis) / (1.0 + total_n)
+    for a in range(prior.shape[1]):
+        n = edge_n[node, a]
+        out[a] = edge_w[node, a] / n if n > 0.0 else v_mix
+    return max_n
+
+
+@njit(cache=True)
+def _sigma(q, max_n, c_visit, c_scale):
+    """The paper's monotone transform of a completed Q."""
+    return (c_visit + max_n) * c_scale * 0.5 * (q + 1.0)
+
+
+@njit(cache=True)
+def improved_policy(node, prior, edge_n, edge_w, legal, node_value, c_visit, c_scale, q_buf, out):
+    """``out``: softmax(log prior + sigma(completed Q)) over the legal moves at ``node``."""
+    max_n = _completed_q(node, prior, edge_n, edge_w, legal, node_value, q_buf)
+    top = -1e30
+    for a in range(prior.shape[1]):
+        if legal[node, a] and prior[node, a] > 0.0:
+            out[a] = math.log(prior[node, a]) + _sigma(q_buf[a], max_n, c_visit, c_scale)
+            top = max(top, out[a])
+    total = 0.0
+    for a in range(prior.shape[1]):
+        if legal[node, a] and prior[node, a] > 0.0:
+            out[a] = math.exp(out[a] - top)
+            total += out[a]
+        else:
+            out[a] = 0.0
+    for a in range(prior.shape[1]):
+        out[a] /= total
+
+
+@njit(cache=True)
+def _gumbel_interior_action(node, prior, edge_n, edge_w, legal, node_value, c_visit, c_scale, q_buf, p_buf):
+    """Deterministic selection below the root: argmax pi'(a) - N(a) / (1 + sum N)."""
+    improved_policy(node, prior, edge_n, edge_w, legal, node_value, c_visit, c_scale, q_buf, p_buf)
+    total_n = 0.0
+    for a in range(prior.shape[1]):
+        total_n += edge_n[node, a]
+    best, best_a = -1e30, -1
+    for a in range(prior.shape[1]):
+        if legal[node, a]:
+            score = p_buf[a] - edge_n[node, a] / (1.0 + total_n)
+            if score > best:
+                best, best_a = score, a
+    return best_a
+
+
+@njit(cache=True)
+def _gumbel_root_action(node, score, target, prior, edge_n, edge_w, legal, node_value, c_visit, c_scale,
+                        q_buf):
+    """Sequential halving at the root: among the considered moves (``score``
+    = Gumbel + log prior, -inf for the others) that have exactly ``target``
+    visits, the one with the largest score + sigma(completed Q); the least
+    visited considered move if none has (a schedule cut short)."""
+    max_n = _completed_q(node, prior, edge_n, edge_w, legal, node_value, q_buf)
+    best, best_a = -1e30, -1
+    fewest, fewest_a = 1e30, -1
+    for a in range(prior.shape[1]):
+        if score[a] <= -1e29 or not legal[node, a]:
+            continue
+        n = edge_n[node, a]
+        if n == target:
+            s = score[a] + _sigma(q_buf[a], max_n, c_visit, c_scale)
+            if s > best:
+                best, best_a = s, a
+        if n < fewest:
+            fewest, fewest_a = n, a
+    return best_a if best_a >= 0 else fewest_a

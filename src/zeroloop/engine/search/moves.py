@@ -49,3 +49,27 @@ class MoveSchedule:
 
     def temperature_at(self, ply: int) -> float:
         return self.temperature if ply < self.temperature_moves else 0.0
+
+
+def considered_visits(considered: int, simulations: int) -> list[int]:
+    """Sequential halving's schedule (Danihelka et al. 2022): for each
+    simulation, how many visits the root move it picks must already have.
+
+    The ``considered`` moves are visited in phases; a phase gives each move
+    still in play ``max(1, floor(n / (ceil(log2 m) * moves in play)))`` more
+    visits, then halves the moves in play (never below two). A move is picked
+    among those with the wanted count by its score, so the weaker half of a
+    phase falls behind and is not picked again. One move gets every visit.
+    """
+    if considered <= 1:
+        return list(range(simulations))
+    phases = max(1, int(np.ceil(np.log2(considered))))
+    out: list[int] = []
+    visits, in_play = 0, considered
+    while len(out) < simulations:
+        extra = max(1, simulations // (phases * in_play))
+        for _ in range(extra):
+            out.extend([visits] * in_play)
+            visits += 1
+        in_play = max(2, in_play // 2)
+    return out[:simulations]

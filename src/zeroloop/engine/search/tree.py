@@ -23,6 +23,7 @@ import numpy as np
 from zeroloop.engine.games.base import Game, State
 from zeroloop.engine.search import kernels as K
 from zeroloop.engine.search.config import SearchConfig
+from zeroloop.engine.search.moves import considered_visits
 from zeroloop.engine.search.rollout import random_rollout
 
 #: An oracle: states -> (priors ``[B, A]`` over all actions, values ``[B]`` in
@@ -58,12 +59,19 @@ class SearchResult:
     value: ``[S]`` root value for the side to move (visit-weighted mean of Q;
         the evaluator's value when no simulation ran).
     priors: ``[S, A]`` root priors used in the search (noise included).
+    policy: ``[S, A]`` the policy target: the visit distribution (PUCT) or the
+        improved policy from completed Q-values (Gumbel).
+    action: ``[S]`` the move the search chose (Gumbel: the winner of the
+        sequential halving, Gumbel noise included in self-play); None for
+        PUCT, whose move a temperature schedule picks from the visits.
     """
 
     visits: np.ndarray
     q: np.ndarray
     value: np.ndarray
     priors: np.ndarray
+    policy: np.ndarray | None = None
+    action: np.ndarray | None = None
 
 
 def row_sums(x: np.ndarray) -> np.ndarray:
@@ -122,6 +130,14 @@ class BatchedMCTS:
         self._noised = np.zeros(num_slots, dtype=bool)
         self._active = np.zeros(num_slots, dtype=bool)
         self._order = np.empty(self.cap, dtype=np.int64)
+        # Gumbel's root state (sized 1 when the search is PUCT, which only passes them through)
+        g_slots, g_len = (num_slots, self.cap) if config.algorithm == "gumbel" else (1, 1)
+        self._root_score = np.full((g_slots, A), -1e30, dtype=np.float64)
+        self._visit_seq = np.zeros((g_slots, g_len), dtype=np.float32)
+        self._total = np.zeros(g_slots, dtype=np.int64)
+        self._qbuf, self._pbuf = np.zeros(A, np.float64), np.zeros(A, np.float64)
+        self._no_gumbel = (False, self._total, self._root_score, self._visit_seq, 0.0, 1.0, self._qbuf,
+                           self._pbuf)
         self.stats = SearchStats()
         k = num_slots * config.leaves_per_game
         depth = game.max_moves + 1
@@ -205,6 +221,8 @@ class BatchedMCTS:
             if self.used[g] - g * self.cap + sims > self.cap:
                 self.set_root(int(g), self.root_state(int(g)))
         self._expand_new_roots(slots_arr)
+        if self.config.algorithm == "gumbel":
+            return self._search_gumbel(slots_arr, sims, add_noise)
         if add_noise and self.config.dirichlet_epsilon > 0:
             for g in slots_arr:
                 if not self._noised[g]:
@@ -220,8 +238,8 @@ class BatchedMCTS:
                 slots_arr, self.roots, self.remaining, self.used, self.cap,
                 cfg.leaves_per_game, self.child, self.prior, self.edge_n, self.edge_w,
                 self.legal, self.node_kind, self.node_value, self.node_n,
-                cfg.c_puct, c_base, cfg.fpu, vloss,
-                b.out_slot, b.out_leaf, b.path_nodes, b.path_actions, b.path_len)
+                cfg.c_puct, c_base, cfg.fpu, -1.0 if cfg.fpu_reduction is None else cfg.fpu_reduction, vloss,
+                b.out_slot, b.out_leaf, b.path_nodes, b.path_actions, b.path_len, *self._no_gumbel)
             self.stats.tree_s += time.perf_counter() - t0
             if n:
                 parents = b.path_nodes[np.arange(n), b.path_len[:n] - 1]
@@ -229,6 +247,56 @@ class BatchedMCTS:
                 self._evaluate_leaves(b.out_leaf[:n], parents, actions, vloss)
         self.stats.simulations += sims * len(slots_arr)
         return self._root_result(slots_arr)
+
+    def _search_gumbel(self, slots: np.ndarray, sims: int, add_noise: bool) -> SearchResult:
+        """Gumbel AlphaZero's search (see :class:`SearchConfig`); ``add_noise``
+        draws the root's Gumbel noise from each slot's generator (else none:
+        the considered moves are the most likely ones)."""
+        cfg, b, game = self.config, self._buf, self.game
+        for g in slots:
+            root = self.roots[g]
+            if self.edge_n[root].sum() > 0:
+                raise ValueError("a Gumbel search starts from a fresh root (set_root), not a searched one")
+            legal = np.flatnonzero(self.legal[root])
+            logits = np.log(np.maximum(self.prior[root, legal].astype(np.float64), 1e-30))
+            noise = self.slot_rng[g].gumbel(size=len(legal)) if add_noise else np.zeros(len(legal))
+            m = min(cfg.max_considered_actions, len(legal))
+            top = np.argsort(-(noise + logits), kind="stable")[:m]
+            self._root_score[g] = -1e30
+            self._root_score[g, legal[top]] = (noise + logits)[top]
+            self._visit_seq[g, :sims] = considered_visits(m, sims)
+        self._total[slots] = sims
+        self.remaining[slots] = sims
+        while self.remaining[slots].sum() > 0:
+            t0 = time.perf_counter()
+            n = K.select_leaves(
+                slots, self.roots, self.remaining, self.used, self.cap, 1, self.child, self.prior,
+                self.edge_n, self.edge_w, self.legal, self.node_kind, self.node_value, self.node_n,
+                cfg.c_puct, 0.0, cfg.fpu, -1.0, 0.0, b.out_slot, b.out_leaf, b.path_nodes, b.path_actions,
+                b.path_len, True, self._total, self._root_score, self._visit_seq, cfg.c_visit, cfg.c_scale,
+                self._qbuf, self._pbuf)
+            self.stats.tree_s += time.perf_counter() - t0
+            if n:
+                parents = b.path_nodes[np.arange(n), b.path_len[:n] - 1]
+                actions = b.path_actions[np.arange(n), b.path_len[:n] - 1]
+                self._evaluate_leaves(b.out_leaf[:n], parents, actions, 0.0)
+        self.stats.simulations += sims * len(slots)
+        plain = self._root_result(slots)
+        A = game.num_actions
+        policy, action = np.zeros((len(slots), A), np.float32), np.zeros(len(slots), np.int64)
+        for j, g in enumerate(slots):
+            root = self.roots[g]
+            K.improved_policy(root, self.prior, self.edge_n, self.edge_w, self.legal, self.node_value,
+                              cfg.c_visit, cfg.c_scale, self._qbuf, self._pbuf)
+            policy[j] = self._pbuf
+            max_n = K._completed_q(root, self.prior, self.edge_n, self.edge_w, self.legal, self.node_value,
+                                   self._qbuf)
+            considered = self._root_score[g] > -1e29
+            most = considered & (self.edge_n[root] == self.edge_n[root][considered].max())
+            final = np.where(most, self._root_score[g] + (cfg.c_visit + max_n) * cfg.c_scale * 0.5
+                             * (self._qbuf + 1.0), -np.inf)
+            action[j] = int(final.argmax())
+        return SearchResult(plain.visits, plain.q, plain.value, plain.priors, policy, action)
 
     def _expand_new_roots(self, slots: np.ndarray) -> None:
         fresh = [int(g) for g in slots if self.node_kind[self.roots[g]] == K.NEW]

@@ -88,7 +88,8 @@ NetParams = config_section(NetConfig, "NetParams")
 MCTSParams = config_section(SearchConfig, "MCTSParams")
 SelfplayParams = config_section(SelfplayConfig, "SelfplayParams")
 TrainParams = config_section(TrainConfig, "TrainParams")
-SPRTParams = config_section(SPRT, "SPRTParams", leading={"enabled": (bool, False)})
+SPRTParams = config_section(SPRT, "SPRTParams", leading={"enabled": (bool, False)},
+                            round_games=(Annotated[int, at.Interval(ge=2, le=100_000)], 20))
 GateParams = config_section(
     MatchConfig, "GateParams", validators=_even_validator(),
     threshold=(Annotated[float, at.Interval(gt=0, le=1)], 0.55),

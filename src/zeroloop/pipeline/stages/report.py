@@ -224,9 +224,15 @@ def run(p: Params) -> None:
         solver = final_eval["solver"]
         metrics["solver_positions"] = solver["positions"]
         metrics["solver_simulations"] = solver.get("simulations", p.evaluate.simulations)
+        for key in ("policy_error_ci95", "search_error_ci95"):
+            if key in solver:
+                metrics[key] = solver[key]
         if len(solver.get("groups", {})) > 1:
-            metrics["groups"] = {g: {"positions": v["positions"], "policy_error": v["policy_error_rate"],
-                                     "search_error": v["search_error_rate"]}
+            metrics["groups"] = {g: {"positions": v["positions"], "decisive": v.get("decisive"),
+                                     "policy_error": v["policy_error_rate"],
+                                     "policy_error_ci95": v.get("policy_error_ci95"),
+                                     "search_error": v["search_error_rate"],
+                                     "search_error_ci95": v.get("search_error_ci95")}
                                  for g, v in solver["groups"].items()}
     PLOTS.mkdir(parents=True, exist_ok=True)
     write_csv(PLOTS / "generations.csv", per_gen)
@@ -246,7 +252,7 @@ def run(p: Params) -> None:
         tr.log_summary({f"final_{k}": v for k, v in metrics.items() if isinstance(v, int | float)})
         for path in [*pngs, PLOTS / "generations.csv", METRICS]:
             tr.log_artifact(path, "report")
-        card = dict(meta, **{k: v for k, v in metrics.items() if k != "groups"})
+        card = dict(meta, **{k: v for k, v in metrics.items() if isinstance(v, int | float | str)})
         version = tr.register_champion(CHAMPION, card)
         tr.finish()
     reg = f"; registered as {p.registered_model_name()} v{version} @champion" if version else ""

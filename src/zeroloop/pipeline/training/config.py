@@ -16,29 +16,53 @@ class TrainConfig:
         ones before it); the Oracle Connect Four series grew it from 4 to 20.
     epochs: passes over the window per generation.
     batch_size: positions per optimiser step (AlphaZero: 4096 over many devices).
-    optimizer: ``adam``, or ``sgd`` with ``momentum`` (AlphaZero: SGD, 0.9).
+    optimizer: ``adam``; ``adamw`` (Adam with decoupled ``weight_decay``,
+        Loshchilov & Hutter); or ``sgd`` with ``momentum`` (AlphaZero: SGD, 0.9).
     lr: learning rate at the start of the schedule.
     lr_schedule: ``constant``; ``cosine`` (down to 5% of lr over the epochs);
         ``step`` (times ``lr_step_gamma`` every ``lr_step_epochs`` epochs).
-    l2: c in the loss term c * ||theta||^2 over every weight (AlphaZero: 1e-4);
-        the optimiser's own weight decay is off, so with plain SGD this equals
-        weight decay 2c.
+    l2: c in the loss term c * ||theta||^2 (AlphaZero: 1e-4); the optimiser's
+        own weight decay is separate (``weight_decay``), so with plain SGD this
+        equals weight decay 2c.
+    weight_decay: ``adamw`` only: decoupled decay, theta -= lr * wd * theta per step.
+    decay_norm_and_bias: whether ``l2`` and ``weight_decay`` also shrink
+        BatchNorm's scales and shifts and the biases (true: every parameter, as
+        zeroloop did before; false: convolution and linear weights only, as
+        most modern recipes do: shrinking a BatchNorm scale only changes the
+        effective learning rate of the layer before it).
+    value_q_weight: the value target is ``(1 - w) z + w q``: ``z`` the game's
+        result, ``q`` the root search value when the position was played (both
+        from the side to move). 0: AlphaZero's z; 1: q alone; in between
+        averages the noise of a single game's result with the search's estimate
+        (Oracle's Connect Four series; KataGo uses related short-term targets).
     augment: map each sample through a random board symmetry of the game.
+    start_from: the network a generation's training starts from: ``best``
+        (the gate's champion, as AlphaGo Zero) or ``candidate`` (the previous
+        generation's candidate, accepted or not: no training is thrown away,
+        as Leela Zero and KataGo run it; the gate still decides which network
+        plays self-play and which is the champion).
     val_fraction: share of the window held out to report validation losses.
     """
 
     replay_generations: Annotated[int, at.Interval(ge=1, le=1000)] = 4
     epochs: Annotated[int, at.Interval(ge=1, le=1000)] = 4
     batch_size: Annotated[int, at.Interval(ge=1, le=65536)] = 256
-    optimizer: Literal["adam", "sgd"] = "adam"
+    optimizer: Literal["adam", "adamw", "sgd"] = "adam"
     lr: Annotated[float, at.Interval(gt=0, le=10)] = 2e-3
     lr_schedule: Literal["constant", "cosine", "step"] = "cosine"
     lr_step_epochs: Annotated[int, at.Ge(1)] = 2
     lr_step_gamma: Annotated[float, at.Interval(gt=0, le=1)] = 0.3
     momentum: Annotated[float, at.Interval(ge=0, lt=1)] = 0.9
     l2: Annotated[float, at.Interval(ge=0, le=1)] = 1e-4
+    weight_decay: Annotated[float, at.Interval(ge=0, le=1)] = 0.0
+    decay_norm_and_bias: bool = True
+    value_q_weight: Annotated[float, at.Interval(ge=0, le=1)] = 0.0
     augment: bool = True
+    start_from: Literal["best", "candidate"] = "best"
     val_fraction: Annotated[float, at.Interval(ge=0, lt=0.5)] = 0.05
 
     def __post_init__(self) -> None:
         check_fields(self, "train")
+        if self.weight_decay and self.optimizer != "adamw":
+            raise ValueError(f"train.weight_decay={self.weight_decay} is AdamW's decoupled decay; "
+                             f"set train.optimizer: adamw, or use train.l2 with {self.optimizer}")

@@ -4,10 +4,12 @@ Per sample, with network output (p, v) and targets (pi, z)::
 
     l = (z - v)^2 - pi . log p + c ||theta||^2
 
-``pi`` is the MCTS visit distribution and ``z`` the game result from the side
-to move. The L2 term is added explicitly over every weight (``c`` is
-``train.l2``), so the optimiser runs with no weight decay of its own; with
-plain SGD this equals weight decay ``2c``.
+``pi`` is the MCTS visit distribution and ``z`` the value target from the side
+to move: the game result, or its mix with the root search value
+(``train.value_q_weight``). The L2 term is added explicitly (``c`` is
+``train.l2``) over every weight, or over convolution and linear weights only
+(``train.decay_norm_and_bias: false``); with plain SGD this equals weight decay
+``2c``. ``adamw`` adds decoupled weight decay over the same parameters.
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ from zeroloop.pipeline.training.config import TrainConfig
 from zeroloop.pipeline.training.replay import ReplayData, SymmetryAugment
 
 
+def decayed_parameters(net: torch.nn.Module, norm_and_bias: bool) -> list[torch.Tensor]:
+    """The parameters that ``l2`` and AdamW's weight decay shrink: all of them,
+    or (``norm_and_bias`` false) only convolution and linear weights, the
+    tensors of two or more dimensions."""
+    return [p for p in net.parameters() if norm_and_bias or p.ndim > 1]
+
+
 def alphazero_loss(logits: torch.Tensor, value: torch.Tensor, pi: torch.Tensor, z: torch.Tensor,
                    params: list[torch.Tensor], l2: float) -> dict[str, torch.Tensor]:
     """logits ``[B, A]``, value ``[B]``, pi ``[B, A]``, z ``[B]``: the batch-mean
@@ -38,7 +47,8 @@ def alphazero_loss(logits: torch.Tensor, value: torch.Tensor, pi: torch.Tensor, 
 class ReplayDataModule(pl.LightningDataModule):
     """Shuffled batches of the replay window with a held-out validation part."""
 
-    def __init__(self, data: ReplayData, *, batch_size: int, val_fraction: float, seed: int) -> None:
+    def __init__(self, data: ReplayData, *, batch_size: int, val_fraction: float, seed: int,
+                 q_weight: float = 0.0) -> None:
         super().__init__()
         n = len(data)
         g = np.random.default_rng(seed)
@@ -46,11 +56,12 @@ class ReplayDataModule(pl.LightningDataModule):
         n_val = int(round(n * val_fraction)) if n > 10 else 0
         self.val_idx, self.train_idx = order[:n_val], order[n_val:]
         self.data, self.batch_size, self.seed = data, batch_size, seed
+        self.value = data.value_target(q_weight)
 
     def _dataset(self, idx: np.ndarray) -> TensorDataset:
         d = self.data
         return TensorDataset(torch.from_numpy(d.planes[idx]), torch.from_numpy(d.policy[idx]),
-                             torch.from_numpy(d.z[idx]))
+                             torch.from_numpy(self.value[idx]))
 
     def train_dataloader(self) -> DataLoader:
         gen = torch.Generator().manual_seed(self.seed)
@@ -71,6 +82,7 @@ class AlphaZeroModule(pl.LightningModule):
         self.net, self.optim = net, optim
         self.augment = SymmetryAugment(game) if optim.augment and len(game.symmetries()) > 1 else None
         self._gen = torch.Generator().manual_seed(seed)
+        self._decayed = decayed_parameters(net, optim.decay_norm_and_bias)
         # no save_hyperparameters: the parent MLflow run holds every param, and a
         # rerun into the same generation run may not change logged params
 
@@ -82,7 +94,7 @@ class AlphaZeroModule(pl.LightningModule):
         if stage == "train" and self.augment is not None:
             planes, pi = self.augment.random(planes, pi, self._gen)
         logits, value = self.net(planes)
-        parts = alphazero_loss(logits, value, pi, z, list(self.net.parameters()), self.optim.l2)
+        parts = alphazero_loss(logits, value, pi, z, self._decayed, self.optim.l2)
         with torch.no_grad():
             # the policy's entropy floor: cross-entropy minus this is the KL to the target
             target_entropy = -(pi * torch.log(pi.clamp_min(1e-12))).sum(1).mean()
@@ -101,13 +113,18 @@ class AlphaZeroModule(pl.LightningModule):
 
     def configure_optimizers(self):
         o = self.optim  # its Literal fields are checked: no value falls through to a default here
-        params = self.net.parameters()
+        params = list(self.net.parameters())
         if o.optimizer == "sgd":
             opt = torch.optim.SGD(params, lr=o.lr, momentum=o.momentum, weight_decay=0)
         elif o.optimizer == "adam":
             opt = torch.optim.Adam(params, lr=o.lr, weight_decay=0)
+        elif o.optimizer == "adamw":
+            decayed = {id(p) for p in self._decayed}
+            groups = [{"params": [p for p in params if id(p) in decayed], "weight_decay": o.weight_decay},
+                      {"params": [p for p in params if id(p) not in decayed], "weight_decay": 0.0}]
+            opt = torch.optim.AdamW([g for g in groups if g["params"]], lr=o.lr)
         else:
-            raise ValueError(f"train.optimizer={o.optimizer!r}: must be adam or sgd")
+            raise ValueError(f"train.optimizer={o.optimizer!r}: must be adam, adamw or sgd")
         if o.lr_schedule == "constant":
             return opt
         if o.lr_schedule == "cosine":
@@ -140,7 +157,8 @@ def fit_network(net: PolicyValueNet, game: Game, data: ReplayData, optim: TrainC
     pl.seed_everything(seed, workers=True, verbose=False)
     net.train()  # Lightning keeps the modes it finds; BatchNorm must train
     module = AlphaZeroModule(net, game, optim, seed=seed)
-    dm = ReplayDataModule(data, batch_size=optim.batch_size, val_fraction=optim.val_fraction, seed=seed)
+    dm = ReplayDataModule(data, batch_size=optim.batch_size, val_fraction=optim.val_fraction, seed=seed,
+                          q_weight=optim.value_q_weight)
     accelerator, devices = lightning_device(device)
     trainer = pl.Trainer(
         max_epochs=optim.epochs, accelerator=accelerator, devices=devices, logger=logger,

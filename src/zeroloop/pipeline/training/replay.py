@@ -17,31 +17,42 @@ from zeroloop.pipeline.storage import DamagedFileError, load_shard
 @dataclass
 class ReplayData:
     """planes ``[N, 4, H, W]`` float32, policy ``[N, A]`` float32 (rows sum
-    to 1), z ``[N]`` float32 results from the side to move."""
+    to 1), z ``[N]`` float32 results and q ``[N]`` float32 root search values,
+    both from the side to move."""
 
     planes: np.ndarray
     policy: np.ndarray
     z: np.ndarray
+    q: np.ndarray
 
     def __len__(self) -> int:
         return len(self.z)
 
+    def value_target(self, q_weight: float) -> np.ndarray:
+        """``(1 - q_weight) z + q_weight q``, float32."""
+        if q_weight == 0.0:
+            return self.z
+        return ((1.0 - q_weight) * self.z + q_weight * self.q).astype(np.float32)
+
 
 def load_replay(game: Game, shards: Sequence[str | Path]) -> ReplayData:
     """Read and check shards (checksum, game); positions of all of them."""
-    planes, policy, z = [], [], []
+    planes, policy, z, q = [], [], [], []
     for path in shards:
         arrays, meta = load_shard(path)
         made_for = meta.get("identity", {}).get("game")
         if made_for != game.name:
             raise DamagedFileError(f"{path}: shard is for {made_for!r}, not {game.name!r}")
-        planes.append(unpack_planes(arrays["planes"], game))
-        p = arrays["policy"].astype(np.float32)
+        # positions from fast searches (playout cap) are played, not trained on
+        keep = arrays["full"] if "full" in arrays else slice(None)
+        planes.append(unpack_planes(arrays["planes"][keep], game))
+        p = arrays["policy"][keep].astype(np.float32)
         policy.append(p / np.maximum(p.sum(axis=1, keepdims=True), 1e-8))  # float16 rounding
-        z.append(arrays["z"].astype(np.float32))
+        z.append(arrays["z"][keep].astype(np.float32))
+        q.append(arrays["value"][keep].astype(np.float32))
     if not planes:
         raise ValueError("the replay window holds no shards")
-    return ReplayData(np.concatenate(planes), np.concatenate(policy), np.concatenate(z))
+    return ReplayData(np.concatenate(planes), np.concatenate(policy), np.concatenate(z), np.concatenate(q))
 
 
 class SymmetryAugment:

@@ -1,0 +1,61 @@
+"""The generation steps' training choices: which network training starts from."""
+
+import pytest
+
+from zeroloop.pipeline.evaluation import evaluate_step, positions_step
+from zeroloop.pipeline.generation import gate_step, init_step, selfplay_step, train_step
+from zeroloop.pipeline.layout import Layout
+from zeroloop.pipeline.params import parse_params
+from zeroloop.pipeline.storage import load_model
+
+
+def _params(start_from="best", **changes):
+    return parse_params({"game": "tictactoe", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+                         "mcts": {"simulations": 4}, "selfplay": {"games": 4, "shard_games": 2},
+                         "train": {"epochs": 1, "batch_size": 8, "start_from": start_from},
+                         "generations": {"1": {"prev": 0}, "2": {"prev": 1}},
+                         "runtime": {"workers": 1, "device": "cpu"}, **changes})
+
+
+@pytest.mark.parametrize("start_from", ["best", "candidate"])
+def test_training_after_a_rejected_gate_continues_from_the_chosen_network(tmp_path, start_from):
+    p = _params(start_from)
+    layout = Layout(tmp_path)
+    init_step(p, layout)
+    assert layout.model(0, "candidate").read_bytes() == layout.model(0).read_bytes()
+    for gen in (1, 2):
+        selfplay_step(p, layout, gen, gen - 1, progress=False)
+        summary = train_step(p, layout, gen, gen - 1, progress=False)
+        if gen == 1:
+            # the gate rejected generation 1's candidate: its best is generation 0's model
+            layout.model(1).write_bytes(layout.model(0).read_bytes())
+            assert summary["trained_from"] == 0
+    assert summary["trained_from"] == (1 if start_from == "candidate" else 0)
+    _, _, meta = load_model(layout.model(2, "candidate"))
+    assert meta["trained_from"] == summary["trained_from"]
+
+
+def test_a_generation_with_every_learning_option_on(tmp_path):
+    """Gumbel search, a playout cap, a mixed value target, AdamW without decay
+    on BatchNorm and continued training run through every step."""
+    p = _params("candidate",
+                mcts={"simulations": 8, "algorithm": "gumbel", "reuse_tree": False,
+                      "max_considered_actions": 4},
+                selfplay={"games": 8, "shard_games": 4, "full_search_probability": 0.5,
+                          "fast_simulations": 2},
+                train={"epochs": 1, "batch_size": 8, "start_from": "candidate", "optimizer": "adamw",
+                       "weight_decay": 0.01, "decay_norm_and_bias": False, "value_q_weight": 0.5},
+                gate={"games": 4, "simulations": 8, "opening_plies": 1},
+                evaluate={"games": 2, "simulations": 8, "opening_plies": 1, "uct_playouts": 5,
+                          "positions_per_group": 5})
+    layout = Layout(tmp_path)
+    init_step(p, layout)
+    positions_step(p, layout)
+    summary, _ = selfplay_step(p, layout, 1, 0, progress=False)
+    assert 0 < summary["training_positions"] < summary["positions"]
+    train = train_step(p, layout, 1, 0, progress=False)
+    assert train["samples"] == summary["training_positions"]
+    gate, _ = gate_step(p, layout, 1, 0, progress=False)
+    assert gate["games"] == 4 and "pair_ci95_low" in gate and gate["simulations"] == 8
+    result = evaluate_step(p, layout, 1, progress=False)
+    assert result["solver"]["positions"] == 5 and result["simulations"] == 8
