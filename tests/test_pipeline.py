@@ -123,6 +123,18 @@ def test_dvc_repro_end_to_end(repo):
     version = client.get_model_version_by_alias("zeroloop-tictactoe", "champion")
     assert version.run_id == parent.info.run_id
 
+    # an ablation: a DVC experiment with its own MLflow run, shown side by side with the baseline
+    dvc(repo, "exp", "run", "--temp", "-n", "cpuct2", "-S", "mcts.c_puct=2.0", env=env)
+    out = subprocess.run([str(Path(sys.executable).parent / "zeroloop"), "experiments"], cwd=repo, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| ")][1:]
+    assert rows[0].startswith("| workspace | (baseline) |")
+    assert rows[1].startswith("| cpuct2 | mcts.c_puct=2.0 |")
+    exp_id = exp.experiment_id
+    tagged = client.search_runs([exp_id], filter_string="tags.`dvc.exp_name` = 'cpuct2'")
+    assert len(tagged) == 1, [(r.info.run_name, r.data.tags) for r in tagged]
+
     again = dvc(repo, "repro", env=env)
     assert "Running stage" not in again.stdout
     status = dvc(repo, "status", env=env)

@@ -112,6 +112,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_experiments(args: argparse.Namespace) -> int:
+    from zeroloop.apps.experiments import collect, table
+
+    try:
+        runs = collect(args.repo)
+    except Exception as exc:  # noqa: BLE001 - not a DVC repository, no commit, ...
+        print(f"zeroloop experiments: {args.repo}: {exc}", file=sys.stderr)
+        return 2
+    base = next((r for r in runs if r.name == args.baseline), None) if args.baseline else None
+    if args.baseline and base is None:
+        print(f"zeroloop experiments: no run named {args.baseline!r} (runs: "
+              f"{', '.join(r.name for r in runs) or 'none'})", file=sys.stderr)
+        return 2
+    print(table(runs, base))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="zeroloop", description="AlphaZero training pipeline: engine tools.",
@@ -219,6 +236,17 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--max-searches", type=int, default=None,
                     help="AI moves searched at once (default: one per core); more get 503 + Retry-After")
     sv.set_defaults(func=cmd_serve)
+
+    ex = sub.add_parser(
+        "experiments", help="the DVC experiments of this project side by side (markdown table)",
+        description="One row per DVC experiment of the current commit (run them with `dvc exp run -n NAME "
+                    "-S key=value`) and the baseline: the params it changed, minutes of training, Elo "
+                    "against the rollout-UCT baseline, and the move error against perfect play, overall "
+                    "with its 95%% interval and per Pons group, searched and raw.")
+    ex.add_argument("--repo", default=".", help="the DVC project (default .)")
+    ex.add_argument("--baseline", default=None,
+                    help="the run the others are compared with (default: the first, the commit's own)")
+    ex.set_defaults(func=cmd_experiments)
     return p
 
 

@@ -298,7 +298,7 @@ class StudyTracker:
                                     tags={STUDY_TAG: study_name, STORAGE_TAG: where,
                                           "zeroloop.game": params.game})
             parent = run.info.run_id
-            flat = {f"tune.{k}": v for k, v in _flat(params.tune.model_dump()).items()}
+            flat = {f"tune.{k}": v for k, v in flatten(params.tune.model_dump()).items()}
             _log_batch(client, parent, params={**flat, **extra, "game": params.game})
         return cls(client, exp_id, parent)
 
@@ -337,11 +337,12 @@ class StudyTracker:
 
 
 
-def _flat(d: dict, prefix: str = "") -> dict[str, Any]:
+def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as one level, keys joined with dots."""
     out: dict[str, Any] = {}
     for k, v in d.items():
         if isinstance(v, dict):
-            out.update(_flat(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{k}."))
         else:
             out[f"{prefix}{k}"] = v
     return out

@@ -1,0 +1,85 @@
+"""``zeroloop experiments``: the DVC experiments of a project side by side.
+
+An ablation changes one thing against a baseline and is run as a DVC
+experiment (``dvc exp run -n NAME -S key=value``). This reads every experiment
+of the current commit (and the baseline: the commit's or the workspace's own
+results), its params and its ``reports/metrics.json``, through DVC's API, and
+prints one row per run: what it changed against the baseline, the minutes of
+training, the Elo against the rollout-UCT anchor, and the move error against
+perfect play, overall with its 95% interval and per Pons group, of the search
+and of the raw policy. Markdown, ready for the README.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from zeroloop.pipeline.tracking import flatten
+
+METRICS = "reports/metrics.json"
+
+
+@dataclass
+class Run:
+    name: str
+    rev: str
+    params: dict[str, Any]
+    metrics: dict[str, Any]
+
+
+def collect(repo: str | Path = ".") -> list[Run]:
+    """The baseline first, then each experiment of the current commit that has results."""
+    import dvc.api
+
+    runs = []
+    for row in dvc.api.exp_show(repo=str(repo)):
+        rev = row.get("rev")
+        name = row.get("Experiment") or ("workspace" if rev == "workspace" else rev)
+        ref = row.get("Experiment") or rev
+        at = None if rev == "workspace" else ref
+        try:  # the file as written (DVC's metrics view drops the intervals, which are lists)
+            metrics = json.loads(dvc.api.read(METRICS, repo=str(repo), rev=at))
+            params = dvc.api.params_show(repo=str(repo), rev=at)
+        except Exception:  # noqa: BLE001 - a failed or queued experiment has no results to show
+            continue
+        if metrics:
+            runs.append(Run(str(name), str(rev), flatten(params), metrics))
+    return runs
+
+
+def changes(run: Run, baseline: Run) -> str:
+    """The params the run sets differently from the baseline, ``key=value`` each."""
+    diff = [f"{k}={v}" for k, v in sorted(run.params.items())
+            if baseline.params.get(k) != v and not k.startswith(("generations", "runtime", "mlflow", "tune"))]
+    return ", ".join(diff) or "(baseline)"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}"
+
+
+def table(runs: list[Run], baseline: Run | None = None) -> str:
+    """A markdown table of ``runs`` against ``baseline`` (default: the first run)."""
+    if not runs:
+        return "no experiment with reports/metrics.json"
+    base = baseline or runs[0]
+    groups = list(base.metrics.get("groups", {}))
+    head = ["run", "changes", "training min", "Elo (UCT = 0)", "search error % [95%]",
+            "raw policy error % [95%]"]
+    head += [f"{g} search / raw" for g in groups]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in runs:
+        m = r.metrics
+        s_ci, p_ci = m.get("search_error_ci95"), m.get("policy_error_ci95")
+        cells = [r.name, changes(r, base), f"{m.get('training_minutes', float('nan')):.1f}",
+                 f"{m.get('elo', float('nan')):.0f} ± {1.96 * m.get('elo_se', float('nan')):.0f}",
+                 _pct(m.get("solver_error")) + (f" [{_pct(s_ci[0])}, {_pct(s_ci[1])}]" if s_ci else ""),
+                 _pct(m.get("policy_error")) + (f" [{_pct(p_ci[0])}, {_pct(p_ci[1])}]" if p_ci else "")]
+        for g in groups:
+            v = m.get("groups", {}).get(g, {})
+            cells.append(f"{_pct(v.get('search_error'))} / {_pct(v.get('policy_error'))}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
