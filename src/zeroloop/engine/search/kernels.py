@@ -287,7 +287,9 @@ def _sigma(q, max_n, c_visit, c_scale):
 
 @njit(cache=True)
 def improved_policy(node, prior, edge_n, edge_w, legal, node_value, c_visit, c_scale, q_buf, out):
-    """``out``: softmax(log prior + sigma(completed Q)) over the legal moves at ``node``."""
+    """``out``: softmax(log prior + sigma(completed Q)) over the legal moves at
+    ``node``; ``q_buf`` is left holding the completed Q. Returns the largest
+    visit count of a move."""
     max_n = _completed_q(node, prior, edge_n, edge_w, legal, node_value, q_buf)
     top = -1e30
     for a in range(prior.shape[1]):
@@ -303,6 +305,7 @@ def improved_policy(node, prior, edge_n, edge_w, legal, node_value, c_visit, c_s
             out[a] = 0.0
     for a in range(prior.shape[1]):
         out[a] /= total
+    return max_n
 
 
 @njit(cache=True)

@@ -286,15 +286,14 @@ class BatchedMCTS:
         policy, action = np.zeros((len(slots), A), np.float32), np.zeros(len(slots), np.int64)
         for j, g in enumerate(slots):
             root = self.roots[g]
-            K.improved_policy(root, self.prior, self.edge_n, self.edge_w, self.legal, self.node_value,
-                              cfg.c_visit, cfg.c_scale, self._qbuf, self._pbuf)
+            # the improved policy, and the completed Q it leaves in _qbuf for the final choice
+            max_n = K.improved_policy(root, self.prior, self.edge_n, self.edge_w, self.legal, self.node_value,
+                                      cfg.c_visit, cfg.c_scale, self._qbuf, self._pbuf)
             policy[j] = self._pbuf
-            max_n = K._completed_q(root, self.prior, self.edge_n, self.edge_w, self.legal, self.node_value,
-                                   self._qbuf)
             considered = self._root_score[g] > -1e29
             most = considered & (self.edge_n[root] == self.edge_n[root][considered].max())
-            final = np.where(most, self._root_score[g] + (cfg.c_visit + max_n) * cfg.c_scale * 0.5
-                             * (self._qbuf + 1.0), -np.inf)
+            sigma = K._sigma(self._qbuf, max_n, cfg.c_visit, cfg.c_scale)
+            final = np.where(most, self._root_score[g] + sigma, -np.inf)
             action[j] = int(final.argmax())
         return SearchResult(plain.visits, plain.q, plain.value, plain.priors, policy, action)
 
