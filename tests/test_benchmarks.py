@@ -21,6 +21,10 @@ SMOKE = {
          "--precision", "bf16"],
         ["self-play before", "self-play after", "speed-up", "network only", "ratio", "cache hits",
          "time split"]),
+    "ray_throughput.py": (
+        ["--workers", "1", "--games", "2", "--sims", "4", "--shard-games", "1", "--in-flight", "2",
+         "--model", "random", "--rounds", "1"],
+        ["local processes", "ray tasks", "ratio ray / local", "same games on both backends: yes"]),
     "train_throughput.py": (
         ["--samples", "64", "--batch", "32", "--threads", "1", "--blocks", "1", "--channels", "8"],
         ["raw PyTorch loop", "Lightning fit", "ratio Lightning / raw"]),

@@ -140,6 +140,27 @@ def test_dvc_repro_end_to_end(repo):
     status = dvc(repo, "status", env=env)
     assert "up to date" in status.stdout
 
+    # a team shares data and models through a DVC remote (a folder here; S3, SSH, ... the same way):
+    # a fresh clone that pulls has every generation's models and data, and nothing left to run
+    dvc(repo, "remote", "add", "-d", "shared", str(repo.parent / "dvc-remote"), env=env)
+    dvc(repo, "push", env=env)
+    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "run"], cwd=repo,
+                   check=True)
+    clone = repo.parent / "clone"
+    subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
+    assert not (clone / "models/champion.pt").exists()
+    dvc(clone, "pull", env=env)
+    for g in (0, 1, 2):
+        assert ((clone / f"models/generations/gen_{g}/best.pt").read_bytes()
+                == (repo / f"models/generations/gen_{g}/best.pt").read_bytes())
+    assert sorted(p.name for p in (clone / "data/gen_2").iterdir()) == sorted(
+        p.name for p in (repo / "data/gen_2").iterdir())
+    assert (clone / "models/champion.pt").read_bytes() == champion
+    pulled = dvc(clone, "repro", env=env)
+    assert "Running stage" not in pulled.stdout, pulled.stdout[-2000:]
+    assert "up to date" in dvc(clone, "status", env=env).stdout
+
 
 @pytest.mark.slow
 def test_experiment_in_a_temporary_copy_logs_to_the_same_store(repo):

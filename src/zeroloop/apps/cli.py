@@ -40,8 +40,15 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"zeroloop selfplay: {exc}", file=sys.stderr)
         return 2
+    from zeroloop.pipeline.workers import Backend, WorkerLost, use_backend
+
+    use_backend(Backend(args.backend, args.ray_address))
     t0 = time.perf_counter()
-    shards, stats = run_selfplay(job, workers=args.workers, progress=not args.quiet)
+    try:
+        shards, stats = run_selfplay(job, workers=args.workers, progress=not args.quiet)
+    except (ValueError, WorkerLost) as exc:
+        print(f"zeroloop selfplay: {exc}", file=sys.stderr)
+        return 2
     records = [r for s in shards for r in s.records]
     wall = time.perf_counter() - t0
     wins = sum(r.result > 0 for r in records)
@@ -167,6 +174,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="games each worker searches together (default 128; speed only)")
     s.add_argument("--seed", type=int, default=0, help="seed for the games and the random net")
     s.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
+    s.add_argument("--backend", choices=["local", "ray"], default="local",
+                   help="local worker processes or Ray tasks (default local; the same games)")
+    s.add_argument("--ray-address", default="",
+                   help="with --backend ray: '' starts Ray here (or joins RAY_ADDRESS), 'auto', "
+                        "'host:port' or 'ray://host:port'")
     s.add_argument("--out", help="write the games as JSON lines to this file")
     s.add_argument("--quiet", action="store_true", help="no progress bar")
     s.set_defaults(func=cmd_selfplay)

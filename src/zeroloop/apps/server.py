@@ -176,14 +176,14 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0,
     """The app; ``root`` is the project directory whose ``models/``, ``data/``
     and ``reports/`` it serves; ``max_searches`` AI searches run at once
     (default: one per core)."""
-    from zeroloop.pipeline.workers import default_workers
+    from zeroloop.pipeline.workers import local_cores
 
     root = Path(root)
     app = FastAPI(title="zeroloop", description="Play zeroloop models and view recorded games.",
                   version="1")
     nets = NetCache(device)
     sessions = Sessions()
-    slots = threading.BoundedSemaphore(max_searches or default_workers())
+    slots = threading.BoundedSemaphore(max_searches or local_cores())
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
 
     @app.exception_handler(PlayError)

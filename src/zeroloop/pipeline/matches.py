@@ -7,7 +7,7 @@ this module decides where they run and how players are built in a worker.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -18,7 +18,8 @@ from zeroloop.engine.games import Game, make_game
 from zeroloop.engine.players import Player
 from zeroloop.engine.rating import SPRT
 from zeroloop.engine.search import MoveSchedule, SearchConfig
-from zeroloop.pipeline.workers import Tick, default_workers, run_tasks
+from zeroloop.pipeline.storage import ShippedFile
+from zeroloop.pipeline.workers import Tick, current_backend, default_workers, run_tasks
 
 PlayerKind = Literal["mcts", "random", "greedy", "uct", "perfect"]
 
@@ -74,7 +75,7 @@ class PlayerSpec:
 
     kind: PlayerKind
     name: str
-    model: str | None = None
+    model: str | ShippedFile | None = None
     search: SearchConfig = field(default_factory=SearchConfig)
     schedule: MoveSchedule = GREEDY_MOVES
     playouts: int = 400
@@ -134,6 +135,8 @@ def play_match(game: Game, a: PlayerSpec, b: PlayerSpec, *, games: int, opening_
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xA7E4A]))
     openings = make_openings(game, opening_plies, games // 2, rng)
     n_workers = workers or default_workers()
+    if not current_backend().shares_files:  # the models travel with the tasks
+        a, b = (replace(x, model=ShippedFile(x.model)) if isinstance(x.model, str) else x for x in (a, b))
     per_round = len(openings) if sprt is None else max(1, round_games // 2)
     result = MatchResult(a.name, b.name)
     for r0 in range(0, len(openings), per_round):

@@ -15,7 +15,7 @@ with other settings or another model.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -28,12 +28,13 @@ from zeroloop.engine.search import MoveSchedule, SearchConfig, SearchStats
 from zeroloop.engine.selfplay import GameRecord, PlayoutCap, play_selfplay_games, records_to_arrays
 from zeroloop.pipeline.storage import (
     DamagedFileError,
+    ShippedFile,
     atomic_write_bytes,
     file_sha256,
     read_shard_meta,
     save_shard,
 )
-from zeroloop.pipeline.workers import Tick, default_workers, run_tasks
+from zeroloop.pipeline.workers import Tick, current_backend, default_workers, run_tasks
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,7 +91,7 @@ class SelfplayJob:
     """
 
     game: str
-    model: str | None
+    model: str | ShippedFile | None  # a shipped file on a backend whose tasks have their own disks
     games: int
     search: SearchConfig = field(default_factory=SearchConfig)
     schedule: MoveSchedule = field(default_factory=MoveSchedule)
@@ -112,7 +113,7 @@ class SelfplayJob:
         if self.eval_batch < 1 or self.in_flight < 1 or self.eval_cache < 0:
             raise ValueError(f"eval_batch={self.eval_batch} and in_flight={self.in_flight} must be >= 1, "
                              f"eval_cache={self.eval_cache} >= 0")
-        if self.model and not Path(self.model).is_file():
+        if isinstance(self.model, str) and not Path(self.model).is_file():
             raise FileNotFoundError(f"{self.model}: no such model file")
 
     def _precision(self) -> str:
@@ -132,7 +133,8 @@ class SelfplayJob:
             "game": self.game, "games": self.games, "seed": self.seed, "shard_games": self.shard_games,
             "search": asdict(self.search), "schedule": asdict(self.schedule), "eval_batch": self.eval_batch,
             "net": asdict(self.net) if self.net else None,
-            "model_sha256": file_sha256(self.model) if self.model else None,
+            "model_sha256": (self.model.sha256 if isinstance(self.model, ShippedFile)
+                             else file_sha256(self.model) if self.model else None),
             # a playout cap only when set, so that the identities of older shards still match
             **({"playout_cap": asdict(self.cap)} if self.cap else {}),
             # as resolved on this machine; fp32 is left out, so that shards made before the key
@@ -178,8 +180,9 @@ def _evaluator(job: SelfplayJob, game: Game) -> FixedBatchEvaluator:
     from zeroloop.engine.nn import NetworkEvaluator
     from zeroloop.pipeline.storage import load_or_init_net
 
-    key = (job.model, job.model and Path(job.model).stat().st_mtime_ns, job.seed, job.net, job.device,
-           job.eval_batch, job.eval_cache, job.precision)
+    stamp = job.model.sha256 if isinstance(job.model, ShippedFile) else (
+        job.model and Path(job.model).stat().st_mtime_ns)
+    key = (job.model, stamp, job.seed, job.net, job.device, job.eval_batch, job.eval_cache, job.precision)
     if key not in _EVALUATORS:
         _EVALUATORS.clear()
         net, _ = load_or_init_net(game, job.model, job.seed, job.net)
@@ -284,7 +287,9 @@ def run_selfplay(job: SelfplayJob, *, workers: int | None = None, progress: bool
     With it, every shard is written to ``out_dir/shard_NNNNN.zls`` as it
     finishes and shards already there from the same job are kept, not
     replayed (their ``positions`` is -1). ``meta`` goes into each
-    shard's header beside the job's identity.
+    shard's header beside the job's identity. On a backend whose tasks have
+    their own disks (Ray), the model travels with the tasks and the shards
+    come back to be written here as each task ends.
     """
     sizes = job.shard_sizes()
     identity = job.identity()
@@ -293,15 +298,30 @@ def run_selfplay(job: SelfplayJob, *, workers: int | None = None, progress: bool
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         done = finished_shards(job, out_dir, identity)
     shard_meta = dict(meta or {}, identity=identity)
-    todo = [_Shard(i, n, str(shard_path(out_dir, i)) if out_dir is not None else None,
+    local = current_backend().shares_files
+    if not local and isinstance(job.model, str):
+        job = replace(job, model=ShippedFile(job.model))
+    todo = [_Shard(i, n, str(shard_path(out_dir, i)) if out_dir is not None and local else None,
                    dict(shard_meta, games=n))
             for i, n in enumerate(sizes) if i not in done]
     n_workers = max(1, min(workers or default_workers(), len(todo)))
     tasks = [_WorkerTask(job, todo[k::n_workers]) for k in range(n_workers) if todo[k::n_workers]]
     remaining = sum(s.games for s in todo)
     desc = f"self-play {job.game}" + (f" ({len(done)} shards kept)" if done else "")
+    game = make_game(job.game)
+
+    def write_back(k: int, part: _WorkerResult) -> None:
+        """Shards that came back from a task with its own disk: written here."""
+        if out_dir is None or local:
+            return
+        metas = {shard.index: shard.meta for shard in tasks[k].shards}
+        for result in part.shards:
+            save_shard(shard_path(out_dir, result.index), records_to_arrays(game, result.records),
+                       dict(metas[result.index], index=result.index))
+            result.records = None
+
     parts = run_tasks(_play_shards, tasks, workers=n_workers, total=remaining, desc=desc,
-                      unit="game", progress=progress)
+                      unit="game", progress=progress, on_result=write_back)
     stats = SearchStats()
     results = []
     for part in parts:

@@ -139,10 +139,43 @@ def load_model(path: str | os.PathLike, game: Game | None = None
     return net, game, header.get("meta", {})
 
 
-def load_or_init_net(game: Game, model: str | None, seed: int,
+class ShippedFile:
+    """A file's bytes, travelling inside a task to a machine that may not have
+    the file (a Ray node with its own disk). ``local_path()`` writes them once
+    per machine, under the system temp folder, named by their checksum."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.name = str(path)
+        self.data = Path(path).read_bytes()
+        self.sha256 = hashlib.sha256(self.data).hexdigest()
+
+    def __repr__(self) -> str:
+        return f"ShippedFile({self.name!r}, sha256={self.sha256[:12]})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ShippedFile) and other.sha256 == self.sha256
+
+    def __hash__(self) -> int:
+        return hash(self.sha256)
+
+    def local_path(self) -> str:
+        target = Path(tempfile.gettempdir()) / "zeroloop-shipped" / f"{self.sha256}{Path(self.name).suffix}"
+        if not target.is_file() or file_sha256(target) != self.sha256:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_bytes(target, self.data)
+        return str(target)
+
+
+def local_file(f: str | ShippedFile | None) -> str | None:
+    """A path on this machine for a path or a shipped file."""
+    return f.local_path() if isinstance(f, ShippedFile) else f
+
+
+def load_or_init_net(game: Game, model: str | ShippedFile | None, seed: int,
                      net_config: NetConfig | None = None) -> tuple[PolicyValueNet, Game]:
     """The model file's net, or, without one, a randomly initialised net
     (seeded with ``seed``) of the default shape."""
+    model = local_file(model)
     if model:
         net, game, _ = load_model(model, game)
         return net, game

@@ -53,8 +53,51 @@ def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{repo_root() / 'mlflow.db'}"
 
 
-def artifact_location() -> str:
+def artifact_location() -> str | None:
+    """Where a new experiment's artifacts go: ``<repo>/mlartifacts`` with a
+    local store; the server's choice with a tracking server (an ``http(s)``
+    URI), which proxies them to its artifact store."""
+    if tracking_uri().startswith(("http://", "https://", "databricks")):
+        return None
     return (repo_root() / "mlartifacts").as_uri()
+
+
+#: The MLflow UI opens an experiment of this kind on its runs (not the GenAI overview).
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+
+
+def open_experiment(client, name: str) -> str:
+    """The experiment's id, created if needed, marked as model training."""
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        return client.create_experiment(name, artifact_location=artifact_location(), tags=EXPERIMENT_KIND)
+    if "mlflow.experimentKind" not in exp.tags:
+        client.set_experiment_tag(exp.experiment_id, *next(iter(EXPERIMENT_KIND.items())))
+    return exp.experiment_id
+
+
+def source_tags() -> dict[str, str]:
+    """The git commit the code ran at (``mlflow.source.git.commit``), with a
+    ``zeroloop.git_dirty`` flag when tracked files had changes; nothing outside git."""
+    import subprocess
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=repo_root(), capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return {}
+    tags = {"mlflow.source.git.commit": commit}
+    branch = git("rev-parse", "--abbrev-ref", "HEAD")
+    if branch and branch != "HEAD":
+        tags["mlflow.source.git.branch"] = branch
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    tags["zeroloop.git_dirty"] = "true" if dirty else "false"
+    return tags
 
 
 class Tracker:
@@ -72,10 +115,7 @@ class Tracker:
 
         logging.getLogger("mlflow").setLevel(logging.ERROR)  # after import: mlflow resets it
         client = MlflowClient(tracking_uri())
-        name = params.mlflow.experiment
-        exp = client.get_experiment_by_name(name)
-        exp_id = exp.experiment_id if exp else client.create_experiment(
-            name, artifact_location=artifact_location())
+        exp_id = open_experiment(client, params.mlflow.experiment)
         key = params.fingerprint()
         found = client.search_runs([exp_id], filter_string=f"tags.`{PIPELINE_KEY}` = '{key}'",
                                    order_by=["attributes.start_time ASC"], max_results=1)
@@ -84,7 +124,7 @@ class Tracker:
             client.update_run(parent, status="RUNNING")  # back to FINISHED when the stage ends
         else:
             exp_name = os.environ.get("DVC_EXP_NAME")
-            tags = {PIPELINE_KEY: key, "zeroloop.game": params.game,
+            tags = {PIPELINE_KEY: key, "zeroloop.game": params.game, **source_tags(),
                     "mlflow.note.content": f"zeroloop pipeline, {params.game}, params key {key}"}
             if exp_name:
                 tags["dvc.exp_name"] = exp_name
@@ -283,10 +323,7 @@ class StudyTracker:
 
         logging.getLogger("mlflow").setLevel(logging.ERROR)
         client = MlflowClient(tracking_uri())
-        name = params.mlflow.experiment
-        exp = client.get_experiment_by_name(name)
-        exp_id = exp.experiment_id if exp else client.create_experiment(
-            name, artifact_location=artifact_location())
+        exp_id = open_experiment(client, params.mlflow.experiment)
         where = storage_key(storage)  # the same study name in another storage is another study
         query = f"tags.`{STUDY_TAG}` = '{study_name}' and tags.`{STORAGE_TAG}` = '{where}'"
         found = client.search_runs([exp_id], filter_string=query, max_results=1)
@@ -296,7 +333,7 @@ class StudyTracker:
         else:
             run = client.create_run(exp_id, run_name=f"tune-{study_name}",
                                     tags={STUDY_TAG: study_name, STORAGE_TAG: where,
-                                          "zeroloop.game": params.game})
+                                          "zeroloop.game": params.game, **source_tags()})
             parent = run.info.run_id
             flat = {f"tune.{k}": v for k, v in flatten(params.tune.model_dump()).items()}
             _log_batch(client, parent, params={**flat, **extra, "game": params.game})

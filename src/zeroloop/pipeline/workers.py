@@ -1,12 +1,14 @@
-"""Where parallel work runs: a small pool interface with an in-process and a
-multi-process implementation, and :func:`run_tasks`, which maps a function over
-tasks with a progress bar.
+"""Where parallel work runs: a small pool interface with an in-process, a
+multi-process and a Ray implementation, and :func:`run_tasks`, which maps a
+function over tasks with a progress bar.
 
 Each worker process uses one torch thread (two threads with the other core
 busy ran 10-20x slower here), so parallelism comes from processes, one per
-core. A cluster backend (Ray, say) only has to provide ``submit`` returning
-``concurrent.futures.Future``-like objects and a ``tick`` callable that can be
-pickled into tasks.
+core. The backend (``runtime.backend``: local processes or Ray tasks) is chosen
+once per process with :func:`use_backend`; the code that calls
+:func:`run_tasks` does not change with it. A backend provides ``submit``
+returning ``concurrent.futures.Future`` objects, ``drain`` for progress ticks
+sent from inside tasks, and says whether its tasks share this machine's files.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from typing import Protocol, TypeVar
+from dataclasses import dataclass
+from typing import Literal, Protocol, TypeVar
 
 from tqdm import tqdm
 
@@ -36,14 +39,61 @@ class TaskPool(Protocol):
 
     def submit(self, fn: Callable[[T, Tick], R], task: T) -> Future: ...
 
+    def drain(self, timeout: float = 0.2) -> int: ...
+
+    def lost(self, exc: BaseException) -> bool: ...
+
+    def terminate(self) -> None: ...
+
     def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where :func:`run_tasks` runs its tasks (params.yaml ``runtime``).
+
+    kind: ``local`` (processes on this machine) or ``ray`` (Ray tasks).
+    address: Ray only. ``""``: join the cluster named by ``RAY_ADDRESS``, else
+        start a private Ray instance on this machine for this process;
+        ``auto``: the cluster this machine is a node of (``ray start``);
+        ``host:port``: a head node's GCS address; ``ray://host:port``: Ray Client.
+    gpus_per_task: Ray only: GPUs each task asks for when the network runs on
+        CUDA (0.5: two tasks share a GPU).
+    retries: Ray only: how often a task whose worker or node died is run
+        again (its shards are rebuilt from their seeds, so nothing changes).
+    """
+
+    kind: Literal["local", "ray"] = "local"
+    address: str = ""
+    gpus_per_task: float = 0.0
+    retries: int = 3
+
+    @property
+    def shares_files(self) -> bool:
+        """Whether tasks can write files this process then reads (a Ray
+        cluster's nodes have their own disks: results come back instead)."""
+        return self.kind == "local"
+
+
+_backend = Backend()
+
+
+def use_backend(backend: Backend) -> None:
+    """Send this process's :func:`run_tasks` calls to ``backend``."""
+    global _backend
+    _backend = backend
+
+
+def current_backend() -> Backend:
+    return _backend
 
 
 _progress_queue = None
 
 
 class WorkerLost(RuntimeError):
-    """A worker process died mid-task (killed, or out of memory)."""
+    """A worker process died mid-task (killed, or out of memory), or a Ray
+    task failed more often than its retries."""
 
 
 def _die_with_parent(parent: int) -> None:
@@ -100,6 +150,15 @@ class InlinePool:
             fut.set_exception(exc)
         return fut
 
+    def drain(self, timeout: float = 0.2) -> int:
+        return 0
+
+    def lost(self, exc: BaseException) -> bool:
+        return False
+
+    def terminate(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
@@ -135,6 +194,9 @@ class ProcessPool:
         except queue_mod.Empty:
             return n
 
+    def lost(self, exc: BaseException) -> bool:
+        return isinstance(exc, BrokenProcessPool)
+
     def close(self) -> None:
         self._executor.shutdown(cancel_futures=True)
 
@@ -151,26 +213,41 @@ class ProcessPool:
         self.close()
 
 
-def default_workers() -> int:
-    """One worker per core."""
+def local_cores() -> int:
+    """The cores this process may run on."""
     return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
 
 
-def make_pool(workers: int | None, tasks: int) -> InlinePool | ProcessPool:
-    """A process pool of ``workers`` (0/None: one per core), or the inline pool
-    when only one worker would be busy."""
+def default_workers() -> int:
+    """One worker per core: this machine's, or the Ray cluster's CPUs."""
+    if _backend.kind == "ray":
+        from zeroloop.pipeline.raypool import cluster_cpus
+
+        return cluster_cpus(_backend)
+    return local_cores()
+
+
+def make_pool(workers: int | None, tasks: int) -> TaskPool:
+    """A pool of ``workers`` (0/None: one per core) on the current backend; on
+    the local one, the inline pool when only one worker would be busy."""
     n = min(workers or default_workers(), max(tasks, 1))
+    if _backend.kind == "ray":
+        from zeroloop.pipeline.raypool import RayPool
+
+        return RayPool(n, _backend)
     return InlinePool() if n <= 1 else ProcessPool(n)
 
 
 def run_tasks(fn: Callable[[T, Tick], R], tasks: Sequence[T], *, workers: int | None = None,
-              total: int | None = None, desc: str = "", unit: str = "it", progress: bool = True) -> list[R]:
-    """``[fn(task, tick) for task in tasks]`` over worker processes.
+              total: int | None = None, desc: str = "", unit: str = "it", progress: bool = True,
+              on_result: Callable[[int, R], None] | None = None) -> list[R]:
+    """``[fn(task, tick) for task in tasks]`` over worker processes (or Ray tasks).
 
     ``fn`` must be a module-level function and tasks picklable. ``tick(n)``
     advances a progress bar of ``total`` units (default: one per task, ticked
-    here when a task finishes). Results come back in task order; the first failure
-    is raised after the other running tasks are cancelled.
+    here when a task finishes). ``on_result(i, result)`` is called here as
+    each task finishes, in the order they finish. Results come back in task
+    order; the first failure is raised after the other running tasks are cancelled.
     """
     bar = tqdm(total=total if total is not None else len(tasks), desc=desc, unit=unit,
                disable=not progress, dynamic_ncols=True)
@@ -180,6 +257,8 @@ def run_tasks(fn: Callable[[T, Tick], R], tasks: Sequence[T], *, workers: int | 
             try:
                 for i, task in enumerate(tasks):
                     results[i] = fn(task, bar.update if total is not None else lambda n: None)
+                    if on_result is not None:
+                        on_result(i, results[i])
                     if total is None:
                         bar.update(1)
             finally:
@@ -197,11 +276,18 @@ def run_tasks(fn: Callable[[T, Tick], R], tasks: Sequence[T], *, workers: int | 
                     i = futures[fut]
                     try:
                         results[i] = fut.result()
-                    except BrokenProcessPool:
-                        raise WorkerLost("a worker process died (killed, or out of memory?); finished work "
-                                         "is kept: rerun to resume") from None
+                    except Exception as exc:
+                        if pool.lost(exc):
+                            raise WorkerLost(f"a worker process died (killed, or out of memory?): "
+                                             f"{_first_line(exc)}; finished work is kept: rerun to resume"
+                                             ) from None
+                        raise
+                    if on_result is not None:
+                        on_result(i, results[i])
                     if total is None:
                         bar.update(1)
+            if total is not None:
+                bar.update(pool.drain(0.0))  # ticks sent just before the last task ended
         except KeyboardInterrupt:
             pool.terminate()
             raise
@@ -210,3 +296,8 @@ def run_tasks(fn: Callable[[T, Tick], R], tasks: Sequence[T], *, workers: int | 
                 fut.cancel()
             bar.close()
     return results
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

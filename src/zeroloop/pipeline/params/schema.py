@@ -17,8 +17,8 @@ gives the library object: the one seam from params.yaml to the code.
 
 The other sections belong to the pipeline alone: ``generations`` (the unrolled
 chain ``{g: {prev: g - 1}}``), ``tune`` (``zeroloop tune``), ``runtime``
-(device, workers, games in flight, cache: they do not change results on a
-device, so no stage lists them as a DVC dependency; ``runtime.precision`` does,
+(device, workers, games in flight, cache, the worker backend: they do not
+change results on a device, so no stage lists them as a DVC dependency; ``runtime.precision`` does,
 and the stages that search list it) and ``mlflow``.
 """
 
@@ -39,6 +39,7 @@ from zeroloop.engine.search import SearchConfig
 from zeroloop.pipeline.matches import MatchConfig, even_games
 from zeroloop.pipeline.shards import SelfplayConfig
 from zeroloop.pipeline.training.config import TrainConfig
+from zeroloop.pipeline.workers import Backend
 
 
 class _Section(BaseModel):
@@ -185,6 +186,27 @@ class RuntimeParams(_Section):
         "auto", description="the network's number format at inference: auto (bf16 where the device "
                             "computes it natively, else fp32), fp32, bf16, fp16 (CUDA only). It changes "
                             "the answers' last bits, so the games: the stages that search list it")
+    backend: Literal["local", "ray"] = Field(
+        "local", description="where workers run: local processes or Ray tasks (the same results either way)")
+    ray_address: str = Field(
+        "", description="backend ray: '' joins RAY_ADDRESS or starts a Ray instance on this machine; "
+                        "'auto' joins the cluster this machine is a node of; 'host:port' a head node's "
+                        "address; 'ray://host:port' through Ray Client")
+    ray_gpus_per_task: float = Field(1.0, ge=0, le=64,
+                                     description="backend ray, network on CUDA: GPUs each task asks for "
+                                                 "(0.5: two tasks share one)")
+
+    def worker_backend(self) -> Backend:
+        """The :class:`Backend` these settings name (GPUs asked for only when
+        the network runs on CUDA)."""
+        if self.backend == "local":
+            return Backend()
+        cuda = self.device.startswith("cuda")
+        if self.device == "auto":
+            from zeroloop.engine.nn.inference import resolve_device
+
+            cuda = resolve_device("auto").type == "cuda"
+        return Backend("ray", self.ray_address, self.ray_gpus_per_task if cuda else 0.0)
 
     @field_validator("device")
     @classmethod

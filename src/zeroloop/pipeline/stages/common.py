@@ -11,7 +11,7 @@ from zeroloop.pipeline.layout import Layout
 from zeroloop.pipeline.params import Params, ParamsError, load_params
 from zeroloop.pipeline.process import setup_process
 from zeroloop.pipeline.storage import DamagedFileError
-from zeroloop.pipeline.workers import WorkerLost
+from zeroloop.pipeline.workers import WorkerLost, use_backend
 
 PARAMS_FILE = "params.yaml"
 
@@ -49,6 +49,7 @@ def run_stage(name: str, body: Callable[[Params], None], params_file: str = PARA
     setup_process()
     try:
         params = load_params(params_file, complete=True)
+        use_backend(params.runtime.worker_backend())
         if writes:
             check_writable()
         body(params)

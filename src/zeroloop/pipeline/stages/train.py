@@ -13,9 +13,9 @@ from zeroloop.pipeline.tracking import Tracker
 def run(p: Params, gen: int, prev: int) -> None:
     import torch
 
-    from zeroloop.pipeline.workers import default_workers
+    from zeroloop.pipeline.workers import local_cores
 
-    torch.set_num_threads(default_workers())  # the only busy process now
+    torch.set_num_threads(local_cores())  # the only busy process now
     with Tracker.open(p) as tr:
         tr.fresh_generation_run(gen, LAYOUT, "train")  # a rerun replaces its loss curves, never mixes them
         summary = train_step(p, LAYOUT, gen, prev, logger=tr.lightning_logger(gen))

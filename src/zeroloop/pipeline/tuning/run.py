@@ -60,9 +60,11 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
     from zeroloop.pipeline.tuning.objectives import TrialSettings, default_settings
     from zeroloop.pipeline.tuning.results import best_params_yaml, confirm_gain, save_plots
     from zeroloop.pipeline.tuning.study import open_storage, parallel_search_study, run_search_study
+    from zeroloop.pipeline.workers import use_backend
 
     quiet_libraries()
     params = load_params(params_file)
+    use_backend(params.runtime.worker_backend())
     if objective == "search":
         model = choose_model(params, model, log)
     else:

@@ -201,11 +201,13 @@ class _Interrupts:
 def parallel_search_study(params_file: str, *, model: str | None, trials: int, study_name: str,
                           storage: str, seed: int, jobs: int, objective: str = "search") -> None:
     """Run ``jobs`` processes that share one study through ``storage`` (not
-    SQLite); each runs its share of ``trials`` with cores/jobs match workers."""
+    SQLite); each runs its share of ``trials`` with cores/jobs match workers.
+    On the Ray backend the jobs' games are Ray tasks on the cluster the parent
+    joined, and each job gets the cluster's CPUs / jobs."""
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    from zeroloop.pipeline.workers import default_workers
+    from zeroloop.pipeline.workers import current_backend, default_workers
 
     if storage.startswith("sqlite"):
         raise ValueError("--jobs > 1 needs a storage several processes can share: "
@@ -217,22 +219,32 @@ def parallel_search_study(params_file: str, *, model: str | None, trials: int, s
                         load_if_exists=True)
     shares = [trials // jobs + (i < trials % jobs) for i in range(jobs)]
     per_job = max(1, default_workers() // jobs)
+    backend = current_backend()
+    if backend.kind == "ray":  # the jobs join the very cluster this process joined (or started)
+        import dataclasses
+
+        import ray
+
+        backend = dataclasses.replace(backend, address=ray.get_runtime_context().gcs_address)
     with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
         # the same seed (openings, positions) for every job; its own sampler seed each
         futures = [ex.submit(_study_job, params_file, model, n, study_name, storage, seed, seed + i,
-                             per_job, objective)
+                             per_job, objective, backend)
                    for i, n in enumerate(shares) if n]
         for f in futures:
             f.result()
 
 
 def _study_job(params_file: str, model: str | None, trials: int, study_name: str, storage: str,
-               seed: int, sampler_seed: int, workers: int, objective: str) -> None:
+               seed: int, sampler_seed: int, workers: int, objective: str, backend=None) -> None:
     from zeroloop.pipeline.params import load_params
     from zeroloop.pipeline.process import setup_process
     from zeroloop.pipeline.tracking import StudyTracker
+    from zeroloop.pipeline.workers import use_backend
 
     setup_process()
+    if backend is not None:
+        use_backend(backend)
     params = load_params(params_file)
     tracker = StudyTracker.open(params, study_name, storage, {"objective": objective})
     run_search_study(params, model=model, trials=trials, study_name=study_name, storage=storage,

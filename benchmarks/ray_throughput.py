@@ -1,0 +1,101 @@
+"""Self-play throughput through Ray against the local worker processes, on the
+same cores, in one run.
+
+Both backends play the same seeded self-play job (the shipped Connect Four
+model by default, the default run's 64 simulations and temperature schedule)
+through :func:`zeroloop.pipeline.shards.run_selfplay`, the call the self-play
+stage makes, ``--rounds`` times each, alternating (local, ray, local, ray, ...)
+so that a drift in the machine's speed hits both alike. Before timing, each
+backend plays a short warm-up job (Ray's instance started or joined, numba's
+compiled kernels loaded in the workers). A local call starts its worker
+processes each time, as every local stage does; Ray's workers stay up between
+calls, as they do in one stage. Printed: games/s per backend, the ratio
+Ray / local (the issue's goal: at least 0.9), Ray's start-up time, and whether
+the two backends played the same games (they must).
+
+    python benchmarks/ray_throughput.py [--workers N] [--games 200] [--sims 64] [--rounds 2]
+        [--model PATH|random] [--address ''|auto|host:port]
+
+tests/test_benchmarks.py runs it with tiny settings so it cannot rot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import pickle
+import time
+
+
+def play(job, backend, workers: int) -> tuple[float, str]:
+    """Seconds for the job on the backend, and a digest of its games."""
+    from zeroloop.pipeline.shards import run_selfplay
+    from zeroloop.pipeline.workers import use_backend
+
+    use_backend(backend)
+    t0 = time.perf_counter()
+    shards, _ = run_selfplay(job, workers=workers, progress=False)
+    seconds = time.perf_counter() - t0
+    games = [(r.actions, r.result) for s in shards for r in s.records]
+    return seconds, hashlib.sha256(pickle.dumps(games)).hexdigest()
+
+
+def main() -> None:
+    from zeroloop.engine.nn.net import NetConfig
+    from zeroloop.engine.search import MoveSchedule, SearchConfig
+    from zeroloop.pipeline.catalogue import SHIPPED_DIR
+    from zeroloop.pipeline.shards import SelfplayJob
+    from zeroloop.pipeline.workers import Backend, local_cores
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--game", default="connect4")
+    p.add_argument("--model", default=str(SHIPPED_DIR / "connect4.pt"),
+                   help="model file, or 'random' (a random net)")
+    p.add_argument("--workers", type=int, default=local_cores(), help="local processes = Ray tasks")
+    p.add_argument("--games", type=int, default=200, help="games per timed call")
+    p.add_argument("--sims", type=int, default=64, help="simulations per move (the default run's 64)")
+    p.add_argument("--shard-games", type=int, default=50)
+    p.add_argument("--in-flight", type=int, default=128, help="games each worker searches together")
+    p.add_argument("--rounds", type=int, default=2, help="timed calls per backend, alternating")
+    p.add_argument("--blocks", type=int, default=1, help="with --model random")
+    p.add_argument("--channels", type=int, default=8, help="with --model random")
+    p.add_argument("--address", default="", help="Ray: '' starts a private instance here; 'auto', host:port")
+    a = p.parse_args()
+
+    model = None if a.model == "random" else a.model
+    net = NetConfig(blocks=a.blocks, channels=a.channels, value_hidden=a.channels) if model is None else None
+    job = SelfplayJob(game=a.game, model=model, games=a.games, net=net, device="cpu",
+                      search=SearchConfig(simulations=a.sims),
+                      schedule=MoveSchedule(temperature=1.0, temperature_moves=8),
+                      shard_games=a.shard_games, in_flight=a.in_flight, seed=11)
+    warm = SelfplayJob(**{**job.__dict__, "games": max(2, a.workers * 2), "shard_games": 1, "seed": 12})
+    local, ray = Backend("local"), Backend("ray", a.address)
+
+    t0 = time.perf_counter()
+    play(warm, ray, a.workers)
+    ray_start = time.perf_counter() - t0
+    play(warm, local, a.workers)
+
+    times: dict[str, list[float]] = {"local": [], "ray": []}
+    digests: dict[str, set[str]] = {"local": set(), "ray": set()}
+    for _ in range(a.rounds):
+        for name, backend in (("local", local), ("ray", ray)):
+            seconds, digest = play(job, backend, a.workers)
+            times[name].append(seconds)
+            digests[name].add(digest)
+    rate = {k: a.games * len(v) / sum(v) for k, v in times.items()}
+    print(f"{a.game}, {a.sims} simulations, {a.games} games x {a.rounds} rounds, {a.workers} workers")
+    for name, label in (("local", "local processes :"), ("ray", "ray tasks       :")):
+        calls = ", ".join(f"{t:.1f}" for t in times[name])
+        print(f"{label} {rate[name]:8.2f} games/s  (calls: {calls} s)")
+    print(f"ratio ray / local: {rate['ray'] / rate['local']:.3f}")
+    print(f"ray start-up (first call, warm-up job included): {ray_start:.1f} s")
+    same = len(digests["local"] | digests["ray"]) == 1
+    print(f"same games on both backends: {'yes' if same else 'NO'}")
+    if not same:
+        raise SystemExit("the backends played different games")
+
+
+if __name__ == "__main__":
+    main()

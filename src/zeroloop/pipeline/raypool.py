@@ -1,0 +1,131 @@
+"""The Ray backend of :mod:`zeroloop.pipeline.workers`: tasks run as Ray tasks
+on a local Ray instance or a cluster (``runtime.backend: ray``).
+
+Each task asks for one CPU (and ``gpus_per_task`` GPUs when the network runs
+on CUDA) and runs with one torch thread, like a local worker process. A task
+whose worker process or node dies is run again by Ray (``retries``): the
+pipeline's tasks are pure functions of their inputs (self-play games are
+seeded per shard and game), so a rerun gives the same bytes. Progress ticks
+sent from inside tasks go to a small counter actor that the driver drains.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+import ray
+import ray.exceptions as rex
+
+from zeroloop.pipeline.workers import Backend, Tick, local_cores
+
+#: Failures of the machinery, not of the task's code: the worker or its node died.
+_LOST = (rex.WorkerCrashedError, rex.NodeDiedError, rex.LocalRayletDiedError, rex.ObjectLostError,
+         rex.OwnerDiedError, rex.RaySystemError, rex.ActorDiedError)
+
+
+def connect(backend: Backend) -> None:
+    """Join (or start) the Ray instance ``backend.address`` names, once per process."""
+    if ray.is_initialized():
+        return
+    address = backend.address or None
+    kwargs: dict[str, Any] = {}
+    if address is None and not os.environ.get("RAY_ADDRESS"):
+        kwargs["num_cpus"] = local_cores()  # a private instance on this machine
+    try:
+        ray.init(address=address, include_dashboard=False, logging_level=logging.ERROR,
+                 log_to_driver=False, configure_logging=True, **kwargs)
+    except ConnectionError as exc:
+        raise ValueError(f"runtime.ray_address={backend.address!r}: cannot reach a Ray cluster there "
+                         f"({str(exc).splitlines()[0] if str(exc) else 'no answer'}); start one with "
+                         "`ray start --head` or use runtime.backend: local") from None
+
+
+def cluster_cpus(backend: Backend) -> int:
+    """CPUs in the Ray cluster: the worker count when ``runtime.workers`` is 0."""
+    connect(backend)
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+class ProgressCounter:
+    """Units ticked by tasks since the driver last asked (a Ray actor)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def add(self, n: int) -> None:
+        self.count += n
+
+    def take(self) -> int:
+        n, self.count = self.count, 0
+        return n
+
+
+class _ActorTick:
+    """A picklable :data:`Tick` that adds to the driver's counter actor."""
+
+    def __init__(self, counter) -> None:
+        self.counter = counter
+
+    def __call__(self, n: int) -> None:
+        self.counter.add.remote(n)
+
+
+def _run(fn: Callable, task, counter):
+    from zeroloop.pipeline.process import init_worker_threads
+
+    init_worker_threads()
+    return fn(task, _ActorTick(counter))
+
+
+class RayPool:
+    """``workers`` concurrent Ray tasks at most (Ray queues the rest)."""
+
+    def __init__(self, workers: int, backend: Backend) -> None:
+        connect(backend)
+        self.workers = workers
+        self._counter = ray.remote(num_cpus=0)(ProgressCounter).remote()
+        self._remote = ray.remote(_run).options(num_cpus=1, num_gpus=backend.gpus_per_task,
+                                                 max_retries=backend.retries, retry_exceptions=False)
+        self._refs: list = []
+
+    def submit(self, fn: Callable[[Any, Tick], Any], task) -> Future:
+        ref = self._remote.remote(fn, task, self._counter)
+        self._refs.append(ref)
+        out: Future = Future()
+
+        def settle(done: Future) -> None:
+            exc = done.exception()
+            if exc is None:
+                out.set_result(done.result())
+            elif isinstance(exc, rex.RayTaskError) and exc.cause is not None:
+                out.set_exception(exc.cause)  # the task's own error (a ValueError stays one)
+            else:
+                out.set_exception(exc)
+
+        ref.future().add_done_callback(settle)
+        return out
+
+    def drain(self, timeout: float = 0.2) -> int:
+        time.sleep(timeout)
+        return ray.get(self._counter.take.remote())
+
+    def lost(self, exc: BaseException) -> bool:
+        return isinstance(exc, _LOST)
+
+    def terminate(self) -> None:
+        for ref in self._refs:
+            ray.cancel(ref, force=True)
+
+    def close(self) -> None:
+        ray.kill(self._counter)
+
+    def __enter__(self) -> RayPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

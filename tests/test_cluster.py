@@ -1,0 +1,299 @@
+"""Beyond one machine, with the real tools on localhost: a Ray cluster started
+with `ray start --head` on 127.0.0.1 and joined by address, an MLflow tracking
+server with a database and proxied artifacts, and a DVC remote."""
+
+import hashlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+
+from zeroloop.pipeline.params import parse_params
+
+BIN = Path(sys.executable).parent
+STAGES = [sys.executable, "-m", "zeroloop.pipeline.stages"]
+
+TINY = {
+    "game": "tictactoe", "seed": 5,
+    "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+    "mcts": {"simulations": 8},
+    "selfplay": {"games": 16, "shard_games": 4, "temperature_moves": 4},
+    "train": {"epochs": 1, "batch_size": 16, "replay_generations": 2},
+    "gate": {"games": 8, "simulations": 8, "opening_plies": 1},
+    "generations": {"1": {"prev": 0}},
+    "runtime": {"workers": 2},
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+#: Ray 2.60's `ray start` turns token authentication on; every process that joins needs the token.
+RAY_TOKEN = secrets.token_hex(32)
+
+
+def clean_env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
+    env.update(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=RAY_TOKEN,
+               PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", **extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def ray_head():
+    """A real one-node Ray cluster on 127.0.0.1 with 2 CPUs: its address."""
+    port = free_port()
+    temp = tempfile.mkdtemp(prefix="zr", dir="/tmp")  # short: Ray's socket paths have a length limit
+    env = clean_env()
+    start = subprocess.run([str(BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1",
+                            f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                            "--disable-usage-stats", f"--temp-dir={temp}",
+                            "--object-store-memory=200000000"],
+                           env=env, capture_output=True, text=True, timeout=180)
+    assert start.returncode == 0, start.stdout[-2000:] + start.stderr[-2000:]
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([str(BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def write_params(root: Path, data: dict) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "params.yaml").write_text(yaml.safe_dump(parse_params(data).to_yaml_data(), sort_keys=False))
+
+
+def run_chain(root: Path, env: dict, gens: int = 2) -> None:
+    """init, then self-play, training and gate per generation: the DVC stages' commands."""
+    steps = [["init"]] + [[stage, "--gen", str(g), "--prev", str(g - 1)]
+                          for g in range(1, gens + 1) for stage in ("selfplay", "train", "gate")]
+    for step in steps:
+        out = subprocess.run([*STAGES, *step], cwd=root, env=env, capture_output=True, text=True,
+                             timeout=600)
+        assert out.returncode == 0, f"{step} failed:\n{out.stderr[-3000:]}"
+
+
+def digests(root: Path, pattern: str) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.glob(pattern))}
+
+
+@pytest.mark.slow
+def test_ray_backend_gives_the_local_backends_shards_gates_and_champion(tmp_path, ray_head, mlflow_db):
+    results = {}
+    for backend in ("local", "ray"):
+        root = tmp_path / backend
+        runtime = {"workers": 2, "backend": backend, "ray_address": ray_head if backend == "ray" else ""}
+        write_params(root, {**TINY, "runtime": runtime})
+        shutil.copy(mlflow_db, root / "mlflow.db")
+        run_chain(root, clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}"), gens=1)
+        gate = json.loads((root / "reports/generations/gen_1/gate.json").read_text())
+        results[backend] = (digests(root, "data/gen_1/shard_*.zls"),
+                            (gate["wins"], gate["draws"], gate["losses"], gate["accepted"]),
+                            digests(root, "models/generations/gen_1/*.pt"))
+    local, ray = results["local"], results["ray"]
+    assert len(local[0]) == 4 and len(local[2]) == 2  # 4 shards; candidate and best
+    assert ray[0] == local[0], "self-play shards differ between the backends"
+    assert ray[1] == local[1], "gate results differ between the backends"
+    assert ray[2] == local[2], "the champion differs between the backends"
+
+
+def _ray_task_workers() -> list[psutil.Process]:
+    """Ray worker processes running one of our tasks (Ray titles them ``ray::_run``)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if cmd.startswith("ray::_run"):
+            found.append(proc)
+    return found
+
+
+@pytest.mark.slow
+def test_a_ray_worker_killed_mid_selfplay_is_retried_and_the_shards_are_unchanged(tmp_path, ray_head,
+                                                                                  mlflow_db):
+    data = {"game": "connect4", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+            "mcts": {"simulations": 24}, "selfplay": {"games": 120, "shard_games": 10},
+            "generations": {"1": {"prev": 0}}}
+    roots = {}
+    for name, backend in (("calm", "local"), ("killed", "ray")):
+        root = roots[name] = tmp_path / name
+        write_params(root, {**data, "runtime": {"workers": 2, "backend": backend, "ray_address": ray_head}})
+        shutil.copy(mlflow_db, root / "mlflow.db")
+    env = {name: clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}")
+           for name, root in roots.items()}
+    for name, root in roots.items():
+        assert subprocess.run([*STAGES, "init"], cwd=root, env=env[name]).returncode == 0
+
+    calm = subprocess.run([*STAGES, "selfplay", "--gen", "1", "--prev", "0"], cwd=roots["calm"],
+                          env=env["calm"], capture_output=True, text=True, timeout=600)
+    assert calm.returncode == 0, calm.stderr[-2000:]
+
+    stage = subprocess.Popen([*STAGES, "selfplay", "--gen", "1", "--prev", "0"], cwd=roots["killed"],
+                             env=env["killed"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    victim = None
+    deadline = time.time() + 180
+    while victim is None and time.time() < deadline and stage.poll() is None:
+        busy = [p for p in _ray_task_workers() if p.cpu_percent(interval=0.2) > 20]
+        if busy:
+            time.sleep(1.0)  # well into its games
+            victim = busy[0]
+    assert victim is not None, "no Ray task worker was seen playing"
+    assert stage.poll() is None, "the stage ended before a worker could be killed"
+    victim.send_signal(signal.SIGKILL)
+    err = stage.communicate(timeout=600)[1]
+    assert stage.returncode == 0, err[-3000:]
+    manifest = json.loads((roots["killed"] / "data/gen_1/manifest.json").read_text())
+    assert len(manifest["shards"]) == 12
+    killed = digests(roots["killed"], "data/gen_1/shard_*")
+    calm = digests(roots["calm"], "data/gen_1/shard_*")
+    assert len(killed) == 12 and killed == calm
+
+
+@pytest.fixture
+def mlflow_server(tmp_path, mlflow_db):
+    """A real MLflow tracking server on 127.0.0.1: a database backend (sqlite
+    here, PostgreSQL for a team) and artifacts proxied to its own folder."""
+    port = free_port()
+    store = tmp_path / "server"
+    store.mkdir()
+    shutil.copy(mlflow_db, store / "mlflow.db")
+    server = subprocess.Popen([str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
+                               "--workers", "1", "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}",
+                               "--artifacts-destination", str(store / "artifacts")],
+                              env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    import urllib.request
+
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        assert server.poll() is None and time.time() < deadline, \
+            f"no MLflow server: {server.stderr.read()[-2000:]}"
+        time.sleep(0.5)
+    try:
+        yield url, store
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_the_pipeline_logs_to_a_tracking_server_with_commit_and_proxied_artifacts(tmp_path, mlflow_server):
+    url, store = mlflow_server
+    root = tmp_path / "repo"
+    write_params(root, {**TINY, "mlflow": {"experiment": "team"}})
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], cwd=root, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "params"], cwd=root, check=True)
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                            text=True).stdout.strip()
+
+    run_chain(root, clean_env(MLFLOW_TRACKING_URI=url), gens=1)
+
+    assert not (root / "mlflow.db").exists() and not (root / "mlartifacts").exists()  # all went to the server
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(url)
+    exp = client.get_experiment_by_name("team")
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"  # the UI opens on its runs
+    assert exp.artifact_location.startswith("mlflow-artifacts:")  # proxied by the server
+    runs = client.search_runs([exp.experiment_id])
+    parent = next(r for r in runs if "mlflow.parentRunId" not in r.data.tags)
+    assert parent.data.tags["mlflow.source.git.commit"] == commit
+    child = next(r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id)
+    assert {"selfplay/games", "train/loss_epoch", "gate/score"} <= set(child.data.metrics)
+    # the self-play sample games went through the server into its artifact store
+    names = [a.path for a in client.list_artifacts(child.info.run_id)]
+    assert any(n.startswith("selfplay_sample_games") for n in names), names
+    stored = list((store / "artifacts").rglob("selfplay_sample_games*"))
+    assert stored and stored[0].read_text().strip()
+
+
+def test_the_cluster_recipe_is_a_valid_ray_cluster_config():
+    """deploy/ray-cluster.yaml, as `ray up` reads it: filled out and checked against Ray's schema."""
+    from ray.autoscaler._private.util import prepare_config, validate_config
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "deploy/ray-cluster.yaml").read_text())
+    validate_config(prepare_config(config))
+    starts = " ".join(config["head_start_ray_commands"] + config["worker_start_ray_commands"])
+    assert starts.count("RAY_AUTH_MODE=token") == 2
+
+
+def test_backend_params_name_the_backend():
+    from zeroloop.pipeline.params import ParamsError
+    from zeroloop.pipeline.workers import Backend
+
+    assert parse_params({"game": "tictactoe"}).runtime.worker_backend() == Backend()
+    ray = parse_params({"game": "tictactoe", "runtime": {"backend": "ray", "ray_address": "auto",
+                                                         "device": "cpu"}}).runtime.worker_backend()
+    assert ray == Backend("ray", "auto", 0.0) and not ray.shares_files  # no GPU asked for on the CPU
+    cuda = parse_params({"game": "tictactoe", "runtime": {"backend": "ray", "device": "cuda",
+                                                          "ray_gpus_per_task": 0.5}}).runtime.worker_backend()
+    assert cuda.gpus_per_task == 0.5
+    with pytest.raises(ParamsError, match="runtime.backend"):
+        parse_params({"game": "tictactoe", "runtime": {"backend": "slurm"}})
+
+
+def test_a_shipped_model_loads_where_the_file_is_absent(tmp_path):
+    from zeroloop.engine.games import make_game
+    from zeroloop.pipeline.storage import ShippedFile, load_or_init_net, save_model
+
+    game = make_game("tictactoe")
+    net, _ = load_or_init_net(game, None, 3)
+    path = tmp_path / "m.pt"
+    save_model(path, net, game)
+    shipped = ShippedFile(path)
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(shipped))
+    path.unlink()  # as on another machine
+    loaded, _ = load_or_init_net(game, copy, 0)
+    for a, b in zip(net.state_dict().values(), loaded.state_dict().values(), strict=True):
+        assert (a == b).all()
+    assert copy == shipped and Path(copy.local_path()).read_bytes() == shipped.data
+
+
+@pytest.mark.slow
+def test_parallel_tuning_jobs_play_their_games_on_the_ray_cluster(tmp_path, ray_head, mlflow_db):
+    import torch
+
+    from zeroloop.engine.games import make_game
+    from zeroloop.engine.nn import NetConfig, PolicyValueNet
+    from zeroloop.pipeline.storage import save_model
+
+    game = make_game("tictactoe")
+    torch.manual_seed(0)
+    save_model(tmp_path / "model.pt", PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8,
+                                                                                value_hidden=8)), game)
+    write_params(tmp_path, {"game": "tictactoe", "runtime": {"backend": "ray", "ray_address": ray_head},
+                            "tune": {"games": 4, "rounds": 2, "simulations": 8, "reference": "random",
+                                     "pruner": "none", "confirm_games": 0},
+                            "mlflow": {"experiment": "tune-ray"}})
+    out = subprocess.run([str(BIN / "zeroloop"), "tune", "--trials", "4", "--jobs", "2", "--model",
+                          "model.pt", "--storage", "journal:optuna.journal", "--study", "ray"], cwd=tmp_path,
+                         env=clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}"), capture_output=True,
+                         text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads(out.stdout)
+    assert summary["complete"] == 4 and summary["best"]
