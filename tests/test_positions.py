@@ -107,6 +107,11 @@ def test_evaluation_reports_raw_and_searched_error_per_group(tmp_path):
     layout = Layout(tmp_path)
     ps = positions_step(p, layout)
     assert layout.positions.is_file() and len(ps.moves) == 18
+    # the test set has its own seed: another run seed is measured on the same positions
+    other = positions_step(p.model_copy(update={"seed": 7}), Layout(tmp_path / "seed7"))
+    assert other.moves == ps.moves
+    moved = p.model_copy(update={"evaluate": p.evaluate.model_copy(update={"positions_seed": 1})})
+    assert positions_step(moved, Layout(tmp_path / "pseed1")).moves != ps.moves
     torch.manual_seed(0)
     model = tmp_path / "m.pt"
     net = PolicyValueNet.for_game(C4, NetConfig(blocks=1, channels=8, value_hidden=8))

@@ -25,7 +25,9 @@ from zeroloop.pipeline.storage import load_model, read_json, write_json
 
 def positions_step(p: Params, layout: Layout) -> PositionSet:
     """Test positions labelled by a perfect player, ``evaluate.positions_per_group``
-    per group: Connect Four (with the ``solver`` extra) in Pons' six benchmark
+    per group, drawn with ``evaluate.positions_seed`` (not the run's seed, so
+    that runs of several seeds are compared on the same positions): Connect
+    Four (with the ``solver`` extra) in Pons' six benchmark
     groups, tic-tac-toe in one group of positions where the choice matters. An
     empty set, with a note saying why, where no perfect player exists or the
     count is 0."""
@@ -37,7 +39,7 @@ def positions_step(p: Params, layout: Layout) -> PositionSet:
         empty = PositionSet(game.name, [], np.zeros((0, game.num_actions), np.int8))
         write_json(layout.positions, dict(empty.to_json(), note=why))
         return empty
-    rng = np.random.default_rng(derive_seed(p.seed, "positions"))
+    rng = np.random.default_rng(derive_seed(p.evaluate.positions_seed, "positions"))
     if game.name == "connect4":
         ps = make_connect4_benchmark(game, n, rng, scorer)
     else:

@@ -99,7 +99,9 @@ EvaluateParams = config_section(
     MatchConfig, "EvaluateParams", validators=_even_validator(),
     uct_playouts=(Annotated[int, at.Interval(ge=1, le=1_000_000)], 400),
     perfect_games=(bool, True),
-    positions_per_group=(Annotated[int, at.Interval(ge=0, le=100_000)], 100))
+    positions_per_group=(Annotated[int, at.Interval(ge=0, le=100_000)], 100),
+    # the test set's own seed: runs with different seeds are measured on the same positions
+    positions_seed=(Annotated[int, at.Interval(ge=0, le=2**63 - 1)], 0))
 
 
 class FloatRange(_Section):
