@@ -170,3 +170,28 @@ def test_adamw_decays_only_conv_and_linear_weights_when_asked():
 def test_weight_decay_needs_adamw():
     with pytest.raises(ValueError, match="weight_decay=0.1 is AdamW's decoupled decay"):
         TrainConfig(optimizer="adam", weight_decay=0.1)
+
+
+def test_dedup_averages_the_targets_of_a_repeated_position_by_hand():
+    from zeroloop.pipeline.training.replay import ReplayData
+
+    a, b = np.zeros((1, 2, 2), np.float32), np.ones((1, 2, 2), np.float32)
+    planes = np.stack([a, b, a, a])  # position a three times, b once
+    policy = np.array([[1, 0], [0.5, 0.5], [0, 1], [0, 1]], np.float32)
+    z = np.array([1, -1, -1, 0], np.float32)
+    q = np.array([0.3, 0.1, 0.0, 0.6], np.float32)
+    d = ReplayData(planes, policy, z, q).deduplicated()
+    assert len(d) == 2
+    np.testing.assert_array_equal(d.planes, np.stack([a, b]))  # in order of first occurrence
+    np.testing.assert_allclose(d.policy, [[1 / 3, 2 / 3], [0.5, 0.5]], rtol=1e-6)
+    np.testing.assert_allclose(d.z, [0.0, -1.0], atol=1e-7)
+    np.testing.assert_allclose(d.q, [0.3, 0.1], rtol=1e-6)
+    np.testing.assert_allclose(d.policy.sum(axis=1), 1.0, rtol=1e-6)
+
+
+def test_dedup_keeps_every_distinct_self_play_position(tictactoe_data):
+    _, data = tictactoe_data
+    d = data.deduplicated()
+    distinct = {row.tobytes() for row in data.planes}
+    assert len(d) == len(distinct) < len(data)  # tic-tac-toe games repeat their openings
+    assert {row.tobytes() for row in d.planes} == distinct

@@ -162,6 +162,9 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
     entries = replay_window(p, layout, gen, prev)
     data = load_replay(game, checked_shards(entries))
     cfg = p.train.config()
+    occurrences = len(data)
+    if cfg.dedup:
+        data = data.deduplicated()
     start = layout.model(prev, "candidate") if cfg.start_from == "candidate" else layout.model(prev)
     net, _, meta = load_model(start, game)
     t0 = time.perf_counter()
@@ -170,7 +173,8 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
     wall = time.perf_counter() - t0
     save_model(layout.model(gen, "candidate"), net, game,
                meta={"generation": gen, "origin": gen, "trained_from": meta.get("origin", prev)})
-    summary = {"generation": gen, "samples": len(data), "trained_from": meta.get("origin", prev),
+    summary = {"generation": gen, "samples": len(data), "positions_played": occurrences,
+               "trained_from": meta.get("origin", prev),
                "window": [e["generation"] for e in entries], "wall_s": round(wall, 1)}
     summary.update({k.replace("_epoch", "").replace("/", "_"): round(v, 5) for k, v in losses.items()})
     summary.update(process_clock())

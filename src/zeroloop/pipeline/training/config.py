@@ -35,6 +35,9 @@ class TrainConfig:
         from the side to move). 0: AlphaZero's z; 1: q alone; in between
         averages the noise of a single game's result with the search's estimate
         (Oracle's Connect Four series; KataGo uses related short-term targets).
+    dedup: train on each distinct position of the window once, with its
+        policy, result and search-value targets averaged over its occurrences
+        (the Oracle Connect Four series); false: every occurrence is a sample.
     augment: map each sample through a random board symmetry of the game.
     start_from: the network a generation's training starts from: ``best``
         (the gate's champion, as AlphaGo Zero) or ``candidate`` (the previous
@@ -57,6 +60,7 @@ class TrainConfig:
     weight_decay: Annotated[float, at.Interval(ge=0, le=1)] = 0.0
     decay_norm_and_bias: bool = True
     value_q_weight: Annotated[float, at.Interval(ge=0, le=1)] = 0.0
+    dedup: bool = False
     augment: bool = True
     start_from: Literal["best", "candidate"] = "best"
     val_fraction: Annotated[float, at.Interval(ge=0, lt=0.5)] = 0.05

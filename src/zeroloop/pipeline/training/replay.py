@@ -28,6 +28,29 @@ class ReplayData:
     def __len__(self) -> int:
         return len(self.z)
 
+    def deduplicated(self) -> ReplayData:
+        """Each distinct position once, its targets (policy, z, q) averaged over
+        its occurrences (as the Oracle Connect Four series trained): the
+        opening positions that every game repeats stop dominating the window,
+        and a position's targets average the noise of its games. Positions in
+        order of their first occurrence."""
+        n = len(self)
+        flat = np.ascontiguousarray(self.planes.reshape(n, -1))
+        keys = flat.view(np.dtype((np.void, flat.shape[1] * flat.itemsize))).ravel()
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        counts = np.bincount(inverse).astype(np.float32)
+        order = np.argsort(first, kind="stable")  # unique rows by first occurrence
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        row = rank[inverse.ravel()]
+
+        def mean(x: np.ndarray) -> np.ndarray:
+            total = np.zeros((len(order),) + x.shape[1:], np.float64)
+            np.add.at(total, row, x)
+            return (total / counts[order].reshape((-1,) + (1,) * (x.ndim - 1))).astype(np.float32)
+
+        return ReplayData(self.planes[first[order]], mean(self.policy), mean(self.z), mean(self.q))
+
     def value_target(self, q_weight: float) -> np.ndarray:
         """``(1 - q_weight) z + q_weight q``, float32."""
         if q_weight == 0.0:
