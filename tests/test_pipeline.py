@@ -132,8 +132,13 @@ def test_dvc_repro_end_to_end(repo):
     assert rows[0].startswith("| workspace | (baseline) |")
     assert rows[1].startswith("| cpuct2 | mcts.c_puct=2.0 |")
     exp_id = exp.experiment_id
+    # the experiment ran in DVC's temporary copy under .dvc/tmp/exps/, yet logged to this
+    # repository's mlflow.db, as a parent run of its own with its params and summary
     tagged = client.search_runs([exp_id], filter_string="tags.`dvc.exp_name` = 'cpuct2'")
     assert len(tagged) == 1, [(r.info.run_name, r.data.tags) for r in tagged]
+    assert tagged[0].info.run_id != parent.info.run_id and "mlflow.parentRunId" not in tagged[0].data.tags
+    assert tagged[0].data.params["mcts.c_puct"] == "2.0" and "final_vs_random" in tagged[0].data.metrics
+    assert "cpuct2" in dvc(repo, "exp", "show", "--json", env=env).stdout
 
     again = dvc(repo, "repro", env=env)
     assert "Running stage" not in again.stdout
@@ -160,34 +165,6 @@ def test_dvc_repro_end_to_end(repo):
     pulled = dvc(clone, "repro", env=env)
     assert "Running stage" not in pulled.stdout, pulled.stdout[-2000:]
     assert "up to date" in dvc(clone, "status", env=env).stdout
-
-
-@pytest.mark.slow
-def test_experiment_in_a_temporary_copy_logs_to_the_same_store(repo):
-    """`dvc exp run --temp` runs the stages under .dvc/tmp/exps/...; they must
-    still find the repository's mlflow.db and open a parent run of their own."""
-    repo, env = repo
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
-    params = yaml.safe_load((repo / "params.yaml").read_text())
-    params["generations"] = {"1": {"prev": 0}}  # one generation keeps this quick
-    (repo / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    subprocess.run(["git", "add", "-A"], cwd=repo, check=True)
-    subprocess.run([*git, "commit", "-qm", "one generation"], cwd=repo, check=True)
-
-    dvc(repo, "exp", "run", "--temp", "-S", "mcts.c_puct=2.0", env=env)
-
-    assert not (repo / "models").exists()  # the run happened in the temporary copy
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(f"sqlite:///{repo / 'mlflow.db'}")
-    exp = client.get_experiment_by_name("e2e")
-    parents = [r for r in client.search_runs([exp.experiment_id]) if "mlflow.parentRunId" not in r.data.tags]
-    assert len(parents) == 1
-    run = parents[0]
-    assert run.data.params["mcts.c_puct"] == "2.0" and run.data.tags.get("dvc.exp_name")
-    assert "final_vs_random" in run.data.metrics
-    shown = dvc(repo, "exp", "show", "--json", env=env).stdout
-    assert run.data.tags["dvc.exp_name"] in shown
 
 
 def test_any_change_to_params_yaml_is_validated_by_dvc_repro(repo):
