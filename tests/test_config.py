@@ -125,3 +125,12 @@ def test_library_configs_refuse_values_outside_their_declared_range():
         parse_params({"mcts": {"fpu": 2}})
     with pytest.raises(ParamsError, match="gate.sprt: .*elo1 > elo0"):
         parse_params({"gate": {"sprt": {"elo0": 10, "elo1": 5}}})
+
+
+def test_strong_preset_is_the_defaults_run_longer():
+    """The README measures presets/connect4-strong.yaml as params.yaml for 18 generations."""
+    default = yaml.safe_load((ROOT / "params.yaml").read_text())
+    strong = yaml.safe_load((ROOT / "presets/connect4-strong.yaml").read_text())
+    assert len(strong.pop("generations")) == 18
+    default.pop("generations")
+    assert strong == default
