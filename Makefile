@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup browser repro test test-fast lint bench serve clean
+.PHONY: setup browser repro test test-fast lint bench serve docs clean
 
 setup: $(STAMP)
 
@@ -43,6 +43,11 @@ serve: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/selfplay_throughput.py
+
+# The documentation site (mkdocs.yml, docs/) into site/, strict: a broken link fails.
+# Live preview while editing: .venv/bin/mkdocs serve (http://127.0.0.1:8000)
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) .pytest_cache

@@ -104,8 +104,8 @@ def positions_per_s(infer: Infer, planes: np.ndarray, seconds: float) -> float:
 
 def main() -> None:
     from zeroloop.engine.games import random_line
-    from zeroloop.pipeline.catalogue import SHIPPED_DIR
-    from zeroloop.pipeline.storage import load_model
+    from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
+    from zeroloop.pipeline.data.storage import load_model
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=str(SHIPPED_DIR / "connect4.pt"), help="model file (default: shipped)")

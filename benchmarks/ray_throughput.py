@@ -3,7 +3,7 @@ same cores, in one run.
 
 Both backends play the same seeded self-play job (the shipped Connect Four
 model by default, the default run's 64 simulations and temperature schedule)
-through :func:`zeroloop.pipeline.shards.run_selfplay`, the call the self-play
+through :func:`zeroloop.pipeline.data.shards.run_selfplay`, the call the self-play
 stage makes, ``--rounds`` times each, alternating (local, ray, local, ray, ...)
 so that a drift in the machine's speed hits both alike, after a local warm-up
 (numba's kernels in their on-disk cache). A local call starts its worker
@@ -30,8 +30,8 @@ import time
 
 def play(job, backend, workers: int) -> tuple[float, str]:
     """Seconds for the job on the backend, and a digest of its games."""
-    from zeroloop.pipeline.shards import run_selfplay
-    from zeroloop.pipeline.workers import use_backend
+    from zeroloop.pipeline.data.shards import run_selfplay
+    from zeroloop.pipeline.runtime.backend import use_backend
 
     use_backend(backend)
     t0 = time.perf_counter()
@@ -44,9 +44,9 @@ def play(job, backend, workers: int) -> tuple[float, str]:
 def main() -> None:
     from zeroloop.engine.nn.net import NetConfig
     from zeroloop.engine.search import MoveSchedule, SearchConfig
-    from zeroloop.pipeline.catalogue import SHIPPED_DIR
-    from zeroloop.pipeline.shards import SelfplayJob
-    from zeroloop.pipeline.workers import Backend, local_cores
+    from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
+    from zeroloop.pipeline.data.shards import SelfplayJob
+    from zeroloop.pipeline.runtime.backend import Backend, local_cores
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -64,7 +64,7 @@ def _net(spec: Spec):
 
     game = make_game(spec.game)
     if spec.model != "random":
-        from zeroloop.pipeline.storage import load_model
+        from zeroloop.pipeline.data.storage import load_model
 
         net, game, _ = load_model(spec.model)
     else:
@@ -131,8 +131,8 @@ def _rate(results: list[dict], key: str) -> float:
 
 def main() -> None:
     from zeroloop.engine.nn import NetConfig
-    from zeroloop.pipeline.catalogue import SHIPPED_DIR
-    from zeroloop.pipeline.workers import ProcessPool, default_workers
+    from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
+    from zeroloop.pipeline.runtime.workers import ProcessPool, default_workers
 
     d = NetConfig()
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -156,10 +156,10 @@ def main() -> None:
                    help="after and network only: the inference net's number format (fp16: CUDA only)")
     a = p.parse_args()
     from zeroloop.engine.nn import resolve_device
-    from zeroloop.engine.nn.inference import resolve_precision
+    from zeroloop.engine.nn.inference import precision_name
 
     try:
-        resolve_precision(a.precision, resolve_device(a.device))
+        precision_name(a.precision, resolve_device(a.device))
     except ValueError as exc:
         p.error(str(exc))
 

@@ -29,7 +29,7 @@ def main() -> None:
 
     from zeroloop.engine.games import make_game
     from zeroloop.engine.nn import NetConfig, PolicyValueNet
-    from zeroloop.pipeline.process import quiet_libraries
+    from zeroloop.pipeline.runtime.process import quiet_libraries
     from zeroloop.pipeline.training.config import TrainConfig
     from zeroloop.pipeline.training.module import alphazero_loss, fit_network
     from zeroloop.pipeline.training.replay import ReplayData

@@ -68,7 +68,8 @@ def test_match_over_workers_counts_every_game():
 def test_sprt_stops_a_lopsided_match_early():
     game = make_game("tictactoe")
     m = play_match(game, PlayerSpec("perfect", "perfect"), PlayerSpec("random", "random"), games=200,
-                   opening_plies=0, seed=0, workers=1, sprt=SPRT(0, 35), round_games=20, progress=False)
+                   opening_plies=0, seed=0, workers=1, sprt=SPRT.for_gate(0.55, 35), round_games=20,
+                   progress=False)
     assert m.stopped_early == "accept" and m.score.games < 200
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from zeroloop.pipeline.catalogue import SHIPPED_DIR
+from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
 
 CHROMIUM = os.environ.get("ZEROLOOP_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",

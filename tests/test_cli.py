@@ -6,7 +6,7 @@ import torch
 
 from zeroloop.engine.games import make_game
 from zeroloop.engine.nn import NetConfig, PolicyValueNet
-from zeroloop.pipeline.storage import save_model
+from zeroloop.pipeline.data.storage import save_model
 
 
 def run_cli(*args, stdin=""):

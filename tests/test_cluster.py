@@ -242,7 +242,7 @@ def test_the_cluster_recipe_is_a_valid_ray_cluster_config():
 
 def test_backend_params_name_the_backend():
     from zeroloop.pipeline.params import ParamsError
-    from zeroloop.pipeline.workers import Backend
+    from zeroloop.pipeline.runtime.backend import Backend
 
     assert parse_params({"game": "tictactoe"}).runtime.worker_backend() == Backend()
     ray = parse_params({"game": "tictactoe", "runtime": {"backend": "ray", "ray_address": "auto",
@@ -257,7 +257,7 @@ def test_backend_params_name_the_backend():
 
 def test_a_shipped_model_loads_where_the_file_is_absent(tmp_path):
     from zeroloop.engine.games import make_game
-    from zeroloop.pipeline.storage import ShippedFile, load_or_init_net, save_model
+    from zeroloop.pipeline.data.storage import ShippedFile, load_or_init_net, save_model
 
     game = make_game("tictactoe")
     net, _ = load_or_init_net(game, None, 3)
@@ -280,7 +280,7 @@ def test_parallel_tuning_jobs_play_their_games_on_the_ray_cluster(tmp_path, ray_
 
     from zeroloop.engine.games import make_game
     from zeroloop.engine.nn import NetConfig, PolicyValueNet
-    from zeroloop.pipeline.storage import save_model
+    from zeroloop.pipeline.data.storage import save_model
 
     game = make_game("tictactoe")
     torch.manual_seed(0)

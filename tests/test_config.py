@@ -24,7 +24,7 @@ def test_shipped_params_files_are_valid_and_complete(path):
 @pytest.mark.parametrize("data, expected", [
     ({"mcts": {"cpuct": 2}}, "unknown key 'mcts.cpuct' (allowed: simulations, c_puct,"),
     ({"colour": 1}, "unknown key 'colour' (allowed: game, seed,"),
-    ({"gate": {"sprt": {"alfa": 0.1}}}, "unknown key 'gate.sprt.alfa' (allowed: enabled, elo0"),
+    ({"gate": {"sprt": {"alfa": 0.1}}}, "unknown key 'gate.sprt.alfa' (allowed: enabled, elo_width"),
     ({"gate": {"threshold": 1.5}}, "gate.threshold: Input should be less than or equal to 1 (got 1.5)"),
     ({"mcts": {"simulations": 0}}, "mcts.simulations: Input should be greater than or equal to 1 (got 0)"),
     ({"train": {"optimizer": "rmsprop"}},
@@ -110,7 +110,10 @@ def test_params_values_reach_the_library_objects():
     assert schedule.temperature_at(2) == 0.5 and schedule.temperature_at(3) == 0
     train = p.train.config()
     assert (train.optimizer, train.lr_schedule, train.batch_size) == ("sgd", "step", 8)
-    assert p.sprt() is None and parse_params({"gate": {"sprt": {"enabled": True}}}).sprt().elo1 == 35.0
+    assert p.sprt() is None
+    # the test's hypotheses straddle the gate's threshold: 60% is +70.4 Elo, width 20 puts them at 60.4, 80.4
+    sprt = parse_params({"gate": {"threshold": 0.6, "sprt": {"enabled": True, "elo_width": 20}}}).sprt()
+    assert (sprt.elo0, sprt.elo1) == pytest.approx((60.4, 80.4), abs=0.05)
 
 
 def test_library_configs_refuse_values_outside_their_declared_range():
@@ -123,8 +126,10 @@ def test_library_configs_refuse_values_outside_their_declared_range():
         SearchConfig(fpu=2)
     with pytest.raises(ParamsError, match="mcts.fpu: Input should be less than or equal to 1"):
         parse_params({"mcts": {"fpu": 2}})
-    with pytest.raises(ParamsError, match="gate.sprt: .*elo1 > elo0"):
-        parse_params({"gate": {"sprt": {"elo0": 10, "elo1": 5}}})
+    with pytest.raises(ParamsError, match="gate.sprt.elo_width: Input should be greater than 0"):
+        parse_params({"gate": {"sprt": {"elo_width": -5}}})
+    with pytest.raises(ParamsError, match="gate: an SPRT gate needs a threshold in"):
+        parse_params({"gate": {"threshold": 1.0, "sprt": {"enabled": True}}})
 
 
 def test_strong_preset_is_the_defaults_run_longer():

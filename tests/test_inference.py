@@ -9,8 +9,8 @@ from torch import nn
 
 from zeroloop.engine.games import make_game, random_line
 from zeroloop.engine.nn import NetConfig, NetworkEvaluator, PolicyValueNet
-from zeroloop.pipeline.catalogue import SHIPPED_DIR
-from zeroloop.pipeline.storage import load_model
+from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
+from zeroloop.pipeline.data.storage import load_model
 
 
 def _net(name):

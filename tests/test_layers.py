@@ -19,7 +19,7 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess:
 def test_the_layers_hold():
     out = lint_imports(ROOT)
     assert out.returncode == 0, out.stdout[-3000:]
-    assert "3 kept, 0 broken" in out.stdout
+    assert "4 kept, 0 broken" in out.stdout
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -31,11 +31,12 @@ def _copy(tmp_path: Path) -> Path:
 
 def test_an_engine_module_importing_the_pipeline_breaks_the_contract(tmp_path):
     root = _copy(tmp_path)
-    (root / "src/zeroloop/engine/leak.py").write_text("from zeroloop.pipeline.storage import load_model\n")
+    (root / "src/zeroloop/engine/leak.py").write_text(
+        "from zeroloop.pipeline.data.storage import load_model\n")
     out = lint_imports(root)
     assert out.returncode != 0
     assert "Layers: apps above pipeline above engine BROKEN" in out.stdout
-    assert "zeroloop.engine.leak -> zeroloop.pipeline.storage" in out.stdout
+    assert "zeroloop.engine.leak -> zeroloop.pipeline.data.storage" in out.stdout
 
 
 def test_the_engine_may_not_import_mlflow_and_stages_not_each_other(tmp_path):
@@ -48,6 +49,18 @@ def test_the_engine_may_not_import_mlflow_and_stages_not_each_other(tmp_path):
     assert out.returncode != 0
     assert "The engine imports no MLOps tool, trainer, web or cluster framework BROKEN" in out.stdout
     assert "Stages are entry points: no stage imports another BROKEN" in out.stdout
+
+
+def test_an_import_cycle_breaks_the_contract(tmp_path):
+    # the circle this contract was written after: the Ray pool importing the local pools,
+    # which import the Ray pool when runtime.backend is ray
+    root = _copy(tmp_path)
+    ray = root / "src/zeroloop/pipeline/runtime/raypool.py"
+    ray.write_text(ray.read_text() + "\nfrom zeroloop.pipeline.runtime import workers  # noqa\n")
+    out = lint_imports(root)
+    assert out.returncode != 0
+    assert "No import cycles between sibling modules or packages BROKEN" in out.stdout
+    assert ".workers -> .raypool" in out.stdout
 
 
 def test_every_stage_is_in_the_independence_contract():

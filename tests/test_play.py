@@ -10,7 +10,7 @@ import pytest
 
 from zeroloop.apps.play import PlayError, new_session, resolve_model
 from zeroloop.engine.games import make_game
-from zeroloop.pipeline.catalogue import SHIPPED_DIR, list_models
+from zeroloop.pipeline.data.catalogue import SHIPPED_DIR, list_models
 
 
 def _layout(root: Path) -> None:

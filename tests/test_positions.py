@@ -97,10 +97,10 @@ def test_evaluation_reports_raw_and_searched_error_per_group(tmp_path):
     import torch
 
     from zeroloop.engine.nn import NetConfig, PolicyValueNet
+    from zeroloop.pipeline.data.layout import Layout
+    from zeroloop.pipeline.data.storage import save_model
     from zeroloop.pipeline.evaluation import positions_step, solver_errors
-    from zeroloop.pipeline.layout import Layout
     from zeroloop.pipeline.params import parse_params
-    from zeroloop.pipeline.storage import save_model
 
     p = parse_params({"game": "connect4", "evaluate": {"positions_per_group": 3, "simulations": 16},
                       "runtime": {"device": "cpu"}})

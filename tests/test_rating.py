@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from zeroloop.engine.rating import SPRT, MatchScore, fit_elo, gate_decision
+from zeroloop.engine.rating import SPRT, MatchScore, expected_score, fit_elo, gate_decision, pentanomial
 
 ELO_75 = 400 * math.log10(3)  # 75% = odds 3:1 -> 190.85 Elo
 
@@ -100,43 +100,90 @@ def test_gate_bad_threshold(threshold):
 def test_sprt_decisions():
     sprt = SPRT(elo0=0, elo1=35)
     # Bounds: log(0.95 / 0.05) = +2.944 and log(0.05 / 0.95) = -2.944.
-    assert sprt.status(MatchScore(30, 0, 0)) == "accept"
-    assert sprt.status(MatchScore(0, 0, 30)) == "reject"
-    assert sprt.status(MatchScore(2, 0, 1)) == "continue"
-    assert sprt.status(MatchScore(0, 0, 0)) == "continue"
-    # Even, no draws: s0 = 0.5, s1 = 1/(1 + 10^(-35/400)) = 1/1.817523 = 0.550199, var = 0.25, x = 0.5:
-    # LLR = n * 0.050199 * (1 - 1.050199) / 0.5 = -0.0050399 n, below -2.944 from n = 585 on.
-    assert sprt.status(MatchScore(250, 0, 250)) == "continue"
-    assert sprt.status(MatchScore(300, 0, 300)) == "reject"
-    assert sprt.llr(MatchScore(300, 0, 300)) == pytest.approx(-0.0050399 * 600, rel=1e-4)
+    assert sprt.status([1.0] * 15) == "accept"
+    assert sprt.status([0.0] * 15) == "reject"
+    assert sprt.status([1.0, 0.5]) == "continue"
+    assert sprt.status([]) == "continue"
+    # Even pairs, each one win and one loss (pair score 0.5): no spread, so the floor 0.025 is the
+    # variance. s0 = 0.5, s1 = 1/(1 + 10^(-35/400)) = 0.550199, x = 0.5:
+    # LLR = n * 0.050199 * (1 - 1.050199) / 0.05 = -0.050399 n, below -2.944 from n = 59 pairs on.
+    assert sprt.status([0.5] * 58) == "continue"
+    assert sprt.status([0.5] * 59) == "reject"
+    assert sprt.llr([0.5] * 100) == pytest.approx(-0.050399 * 100, rel=1e-4)
+
+
+def test_sprt_llr_over_pairs_by_hand():
+    # 8 pairs: counts 1, 0, 3, 2, 2 of pair scores 0, 1/4, 1/2, 3/4, 1.
+    pairs = [0.0, 0.5, 0.5, 0.5, 0.75, 0.75, 1.0, 1.0]
+    assert pentanomial(pairs) == [1, 0, 3, 2, 2]
+    # x = (0 + 1.5 + 1.5 + 2) / 8 = 5/8 = 0.625
+    # var = (0.625^2 + 3 * 0.125^2 + 2 * 0.125^2 + 2 * 0.375^2) / 8
+    #     = (0.390625 + 0.046875 + 0.03125 + 0.28125) / 8 = 0.75 / 8 = 0.09375
+    # elo0 = 0, elo1 = 50: s0 = 0.5, s1 = 1 / (1 + 10^-0.125) = 0.571463
+    # LLR = 8 * 0.071463 * (1.25 - 1.071463) / (2 * 0.09375) = 8 * 0.071463 * 0.178537 / 0.1875
+    #     = 0.544372
+    assert SPRT(elo0=0, elo1=50).llr(pairs) == pytest.approx(0.544372, rel=1e-5)
+    # the same 16 games counted as independent games (the 1/2 pairs each one win and one loss):
+    # 9 wins, 2 draws, 5 losses, x = 0.625, per-game var = (9 * 0.375^2 + 2 * 0.125^2 + 5 * 0.625^2) / 16
+    # = 0.203125, so LLR = 16 * 0.071463 * 0.178537 / (2 * 0.203125) = 0.502553: the pairs' variance
+    # (0.09375) is below half the games' (0.1016), as colour-swapped pairs of one opening are
+    games = MatchScore(9, 2, 5)
+    assert games.score == 0.625 and games.variance() == pytest.approx(0.203125)
+
+
+def test_sprt_pairs_must_be_pair_scores():
+    with pytest.raises(ValueError, match="pair's mean score must be one of"):
+        SPRT().llr([0.3])
+    with pytest.raises(ValueError, match="pair's mean score must be one of"):
+        SPRT().llr([1.5])
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
 def test_sprt_short_sweep_continues(k):
-    # An even opponent gives k straight wins with probability 2^-k >= 1/16 > alpha = 0.05, so
-    # stopping there with "accept" would break the promised false-accept rate.
-    assert SPRT(elo0=0, elo1=35).status(MatchScore(k, 0, 0)) == "continue"
+    # An even opponent gives k pairs won 2-0 with probability (1/4)^k: one pair (1/4 > alpha)
+    # must not be enough to accept. With the floor: LLR = k * 0.050199 * 0.949801 / 0.05 = 0.9535 k,
+    # accept (>= 2.944) needs 4 such pairs, which an even opponent without draws gives with
+    # probability 1/256, inside alpha.
+    status = SPRT(elo0=0, elo1=35).status([1.0] * k)
+    assert status == ("continue" if k < 4 else "accept")
 
 
 def test_sprt_llr_sign():
     sprt = SPRT(elo0=0, elo1=35)
     # The midpoint of the hypotheses' scores is 0.525: above it favours H1, below it H0.
-    assert sprt.llr(MatchScore(60, 0, 40)) > 0
-    assert sprt.llr(MatchScore(52, 0, 48)) < 0
-    assert sprt.llr(MatchScore(0, 0, 0)) == 0.0
-    assert sprt.llr(MatchScore(70, 0, 30)) > sprt.llr(MatchScore(60, 0, 40))
+    assert sprt.llr([0.75, 0.5] * 10) > 0  # 62.5%
+    assert sprt.llr([0.5] * 19 + [0.75]) < 0  # 51.25%
+    assert sprt.llr([]) == 0.0
+    assert sprt.llr([1.0, 0.75] * 10) > sprt.llr([0.75, 0.5] * 10)  # the same spread, a higher score
 
 
-def test_sprt_llr_matches_gaussian_likelihood_ratio():
+def test_sprt_llr_matches_gaussian_likelihood_ratio_over_pairs():
     # The GSPRT statistic is the exact log-likelihood ratio of two normal models N(s1, var) and
-    # N(s0, var) for the per-game points; sum it game by game.
+    # N(s0, var) for the pairs' mean scores; sum it pair by pair.
     sprt = SPRT(elo0=-10, elo1=25)
-    m = MatchScore(41, 17, 29)
-    points = np.array([1.0] * 41 + [0.5] * 17 + [0.0] * 29)
-    var = points.var()
+    rng = np.random.default_rng(4)
+    pairs = list(rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], size=37, p=[0.1, 0.2, 0.3, 0.25, 0.15]))
+    x = np.array(pairs)
     s0, s1 = (1 / (1 + 10 ** (-e / 400)) for e in (-10, 25))
-    brute = float((((points - s0) ** 2 - (points - s1) ** 2) / (2 * var)).sum())
-    assert sprt.llr(m) == pytest.approx(brute, rel=1e-12)
+    brute = float((((x - s0) ** 2 - (x - s1) ** 2) / (2 * x.var())).sum())
+    assert sprt.llr(pairs) == pytest.approx(brute, rel=1e-12)
+
+
+def test_the_gate_sprt_is_centred_on_the_threshold():
+    # 55% is 400 * log10(0.55 / 0.45) = 34.86 Elo; a width of 35 puts H0 at 17.36 and H1 at 52.36
+    sprt = SPRT.for_gate(0.55, 35.0)
+    assert (sprt.elo0, sprt.elo1) == pytest.approx((34.86 - 17.5, 34.86 + 17.5), abs=0.01)
+    assert expected_score((sprt.elo0 + sprt.elo1) / 2) == pytest.approx(0.55)
+    # a match at exactly 55% sits at the LLR's zero: the test leans neither way
+    assert abs(sprt.llr([0.5] * 8 + [0.75] * 2)) < 0.05
+    # the old test (H0 = 0, H1 = +35) accepted a 52.5% match; the gate's test rejects it
+    pairs = [0.5] * 180 + [1.0] * 10 + [0.0] * 1 + [0.75] * 9  # 52.9%
+    assert SPRT(elo0=0, elo1=35).status(pairs) == "accept"
+    assert SPRT.for_gate(0.55, 35.0).status(pairs) == "reject"
+    with pytest.raises(ValueError, match="threshold in"):
+        SPRT.for_gate(1.0, 35.0)
+    with pytest.raises(ValueError, match="elo_width must be positive"):
+        SPRT.for_gate(0.55, 0.0)
 
 
 def test_sprt_bad_parameters():
@@ -147,18 +194,17 @@ def test_sprt_bad_parameters():
 
 
 def _stop_rates(true_score: float, draw_rate: float, seed: int) -> dict[str, float]:
+    """Independent games (no colour effect) in pairs, looked at every 5 pairs."""
     rng = np.random.default_rng(seed)
-    trials, max_games, every = 400, 3000, 10
+    trials, max_pairs, every = 400, 1500, 5
     win = true_score - draw_rate / 2
-    u = rng.random((trials, max_games))
-    wins = np.cumsum(u < win, axis=1)
-    draws = np.cumsum((u >= win) & (u < win + draw_rate), axis=1)
+    u = rng.random((trials, max_pairs, 2))
+    points = np.where(u < win, 1.0, np.where(u < win + draw_rate, 0.5, 0.0)).mean(axis=2)
     sprt, outcomes = SPRT(elo0=0, elo1=35), []
     for t in range(trials):
         status = "continue"
-        for n in range(every, max_games + 1, every):
-            w, d = int(wins[t, n - 1]), int(draws[t, n - 1])
-            status = sprt.status(MatchScore(w, d, n - w - d))
+        for n in range(every, max_pairs + 1, every):
+            status = sprt.status(points[t, :n])
             if status != "continue":
                 break
         outcomes.append(status)

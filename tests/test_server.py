@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 
 from zeroloop.apps.cli import build_parser
 from zeroloop.apps.server import create_app
-from zeroloop.pipeline.catalogue import SHIPPED_DIR
+from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
 from zeroloop.pipeline.params import parse_params
 
 
@@ -167,7 +167,7 @@ def test_damaged_or_malformed_record_files_are_named(client, tmp_path):
     (gen / "gate_games.json").write_text('{"game": "tictactoe", "games": [{"moves": "1 2"}]}')
     _error(client.get("/api/records/gate-2?index=0"), 422, "record 'gate-2' is malformed: KeyError")
     # a self-play shard damaged after it was written
-    from zeroloop.pipeline.storage import save_shard
+    from zeroloop.pipeline.data.storage import save_shard
 
     d = tmp_path / "data/gen_1"
     d.mkdir(parents=True)

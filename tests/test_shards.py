@@ -6,8 +6,8 @@ from zeroloop.engine.nn.inference import uniform_evaluator
 from zeroloop.engine.nn.net import NetConfig
 from zeroloop.engine.search import MoveSchedule, SearchConfig
 from zeroloop.engine.selfplay import arrays_to_records, play_selfplay_games, records_to_arrays, unpack_planes
-from zeroloop.pipeline.shards import SelfplayJob, finished_shards, run_selfplay, shard_path
-from zeroloop.pipeline.storage import DamagedFileError, load_shard, read_shard_meta, save_shard
+from zeroloop.pipeline.data.shards import SelfplayJob, finished_shards, run_selfplay, shard_path
+from zeroloop.pipeline.data.storage import DamagedFileError, load_shard, read_shard_meta, save_shard
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +110,7 @@ def test_selfplay_job_validates_its_inputs(tmp_path):
 
 
 def test_written_files_get_the_usual_mode_not_mkstemps_0600(tmp_path):
-    from zeroloop.pipeline.storage import _umask, atomic_write_bytes
+    from zeroloop.pipeline.data.storage import _umask, atomic_write_bytes
 
     atomic_write_bytes(tmp_path / "x.json", b"{}")
     assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o666 & ~_umask()
@@ -120,7 +120,7 @@ def test_games_depend_on_neither_workers_nor_games_in_flight_nor_the_cache(tmp_p
     """Continuous batching mixes games of several shards in one search, so this
     holds only because every game has its own generator and the network always
     sees batches of exactly eval_batch positions."""
-    from zeroloop.pipeline.catalogue import SHIPPED_DIR
+    from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
 
     # a real network: a small random one can be too coarse to show batch-size effects
     base = dict(game="connect4", model=str(SHIPPED_DIR / "connect4.pt"), net=None, games=12, shard_games=4,

@@ -4,7 +4,7 @@ import torch
 
 from zeroloop.engine.games import make_game
 from zeroloop.engine.nn import NetConfig, PolicyValueNet
-from zeroloop.pipeline.storage import DamagedFileError, load_model, read_model_header, save_model
+from zeroloop.pipeline.data.storage import DamagedFileError, load_model, read_model_header, save_model
 
 
 def small_net(game):

@@ -20,9 +20,9 @@ import zeroloop.pipeline.tuning.results as results
 import zeroloop.pipeline.tuning.study as tstudy
 from zeroloop.engine.games import make_game
 from zeroloop.engine.nn import NetConfig, PolicyValueNet
+from zeroloop.pipeline.data.storage import save_model
 from zeroloop.pipeline.params import parse_params
-from zeroloop.pipeline.storage import save_model
-from zeroloop.pipeline.tracking import StudyTracker
+from zeroloop.pipeline.tuning.tracker import StudyTracker
 
 TINY = {"game": "tictactoe", "tune": {"games": 4, "rounds": 2, "simulations": 8, "reference": "random",
                                       "pruner": "none", "confirm_games": 8},
@@ -309,7 +309,7 @@ def test_tune_on_a_fresh_clone_uses_the_shipped_model(tmp_path, mlflow_db):
 
 
 def test_solver_metric_scores_the_share_of_result_keeping_moves(tmp_path):
-    from zeroloop.pipeline.catalogue import SHIPPED_DIR
+    from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
 
     model = str(SHIPPED_DIR / "tictactoe.pt")  # plays perfectly with search (0% errors in its evaluation)
     params = parse_params({**TINY, "tune": {**TINY["tune"], "metric": "solver", "solver_positions": 30,

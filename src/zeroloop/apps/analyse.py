@@ -11,9 +11,8 @@ import numpy as np
 
 from zeroloop.engine.games import Game, IllegalMoveError, make_game
 from zeroloop.engine.nn import NetworkEvaluator
-from zeroloop.engine.players import search_position
-from zeroloop.engine.search import BatchedMCTS, SearchConfig
-from zeroloop.pipeline.storage import load_or_init_net
+from zeroloop.engine.search import BatchedMCTS, SearchConfig, search_moves
+from zeroloop.pipeline.data.storage import load_or_init_net
 
 
 @dataclass
@@ -49,7 +48,8 @@ class Analyser:
                 return {"moves": text, "error": f"move {i + 1} ({g.format_action(a)}): {exc}"}
         if state.outcome is not None:
             return {"moves": text, "error": f"the game is over: {g.describe_outcome(state)}"}
-        best, res, legal = search_position(self.search, g, state)
+        (best,), res = search_moves(self.search, [state])
+        legal = np.flatnonzero(g.legal_mask(state))
         visits, q, priors = res.visits[0], res.q[0], res.priors[0]
         return {
             "moves": g.format_moves(actions),

@@ -30,7 +30,7 @@ def cmd_analyse(args: argparse.Namespace) -> int:
 def cmd_selfplay(args: argparse.Namespace) -> int:
     from zeroloop.engine.games import make_game
     from zeroloop.engine.search import SearchConfig
-    from zeroloop.pipeline.shards import SelfplayJob, run_selfplay
+    from zeroloop.pipeline.data.shards import SelfplayJob, run_selfplay
 
     try:
         game = make_game(args.game)
@@ -40,7 +40,7 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         print(f"zeroloop selfplay: {exc}", file=sys.stderr)
         return 2
-    from zeroloop.pipeline.workers import Backend, WorkerLost, use_backend
+    from zeroloop.pipeline.runtime.backend import Backend, WorkerLost, use_backend
 
     use_backend(Backend(args.backend, args.ray_address))
     t0 = time.perf_counter()
@@ -60,7 +60,7 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
         "wall_s": round(wall, 1), "simulations_per_s": round(stats.simulations / wall),
     }
     if args.out:
-        from zeroloop.pipeline.shards import write_games_jsonl
+        from zeroloop.pipeline.data.shards import write_games_jsonl
 
         write_games_jsonl(args.out, game, records)
         summary["written"] = args.out
@@ -280,7 +280,7 @@ def _argument_problem(args: argparse.Namespace) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from zeroloop.pipeline.process import init_worker_threads
+    from zeroloop.pipeline.runtime.process import init_worker_threads
 
     init_worker_threads()  # one torch thread per process; parallelism comes from processes
     problem = _argument_problem(args)

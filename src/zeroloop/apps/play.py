@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from zeroloop.engine.games import Game, IllegalMoveError, State, make_game
-from zeroloop.pipeline.catalogue import ModelInfo, list_models
-from zeroloop.pipeline.storage import DamagedFileError, read_model_header
+from zeroloop.pipeline.data.catalogue import ModelInfo, list_models
+from zeroloop.pipeline.data.storage import DamagedFileError, read_model_header
 
 
 class PlayError(ValueError):
@@ -60,7 +60,7 @@ class NetCache:
 
     def evaluator(self, game: Game, info: ModelInfo, seed: int = 0):
         from zeroloop.engine.nn import NetworkEvaluator
-        from zeroloop.pipeline.storage import load_or_init_net
+        from zeroloop.pipeline.data.storage import load_or_init_net
 
         key = (game.name, info.path, Path(info.path).stat().st_mtime_ns if info.path else seed)
         with self._lock:

@@ -13,8 +13,8 @@ import numpy as np
 
 from zeroloop.apps.play import PlayError, board_view, move_cell
 from zeroloop.engine.games import make_game
-from zeroloop.pipeline.shards import read_manifest
-from zeroloop.pipeline.storage import DamagedFileError, load_shard, read_shard_meta
+from zeroloop.pipeline.data.shards import read_manifest
+from zeroloop.pipeline.data.storage import DamagedFileError, load_shard, read_shard_meta
 
 
 def _generations(base: Path) -> list[tuple[int, Path]]:

@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from zeroloop.apps.play import NetCache, PlayError, PlaySession, new_session
 from zeroloop.apps.records import list_records, load_record
 from zeroloop.engine.games import make_game
-from zeroloop.pipeline.catalogue import list_models
+from zeroloop.pipeline.data.catalogue import list_models
 
 WEB_DIR = Path(__file__).parent / "web"
 
@@ -176,7 +176,7 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0,
     """The app; ``root`` is the project directory whose ``models/``, ``data/``
     and ``reports/`` it serves; ``max_searches`` AI searches run at once
     (default: one per core)."""
-    from zeroloop.pipeline.workers import local_cores
+    from zeroloop.pipeline.runtime.backend import local_cores
 
     root = Path(root)
     app = FastAPI(title="zeroloop", description="Play zeroloop models and view recorded games.",

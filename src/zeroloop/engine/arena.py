@@ -13,9 +13,47 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from zeroloop.engine.config import Annotated, at, check_fields
 from zeroloop.engine.games import Game, random_line
 from zeroloop.engine.players import Player
 from zeroloop.engine.rating import MatchScore
+from zeroloop.engine.search import MoveSchedule
+
+
+@dataclass(frozen=True, kw_only=True)
+class MatchConfig:
+    """A match between two searching players (params.yaml ``gate``, ``evaluate``).
+
+    games: games in all, an even number: each opening is played twice with the
+        colours swapped.
+    simulations: each network player's simulations per move (the rest of its
+        search settings are ``mcts``'s, with no root noise).
+    opening_plies: uniformly random moves that open each pair of games.
+    temperature, temperature_moves: moves sampled at ``temperature`` for the
+        first ``temperature_moves`` plies, then the most-visited move.
+    """
+
+    games: Annotated[int, at.Ge(2)] = 40
+    simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 100
+    opening_plies: Annotated[int, at.Interval(ge=0, le=20)] = 2
+    temperature: Annotated[float, at.Interval(ge=0, le=10)] = 0.0
+    temperature_moves: Annotated[int, at.Ge(0)] = 0
+
+    def __post_init__(self) -> None:
+        check_fields(self, "match")
+        even_games(self.games)
+
+    @property
+    def schedule(self) -> MoveSchedule:
+        return MoveSchedule(temperature=self.temperature, temperature_moves=self.temperature_moves)
+
+
+def even_games(games: int) -> int:
+    """``games`` when it is an even number of at least 2: a colour-balanced
+    match plays each opening twice, once with each colour."""
+    if games < 2 or games % 2:
+        raise ValueError(f"games={games}: must be an even number >= 2 (games are colour-balanced pairs)")
+    return games
 
 
 @dataclass(frozen=True)

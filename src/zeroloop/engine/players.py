@@ -15,12 +15,13 @@ import numpy as np
 
 from zeroloop.engine.games import Game, State
 from zeroloop.engine.search import (
+    GREEDY,
     BatchedMCTS,
     Evaluator,
     MoveSchedule,
     SearchConfig,
     SearchResult,
-    choose_move,
+    chosen_moves,
 )
 from zeroloop.engine.search.uct import uct_search
 
@@ -110,7 +111,7 @@ class MCTSPlayer:
                  noise: bool = False, name: str = "mcts") -> None:
         self.game, self.evaluator, self.config = game, evaluator, config
         self.rng, self.noise, self.name = rng, noise, name
-        self.schedule = schedule or MoveSchedule(temperature=0.0, temperature_moves=0)
+        self.schedule = schedule or GREEDY
         self.search: BatchedMCTS | None = None
         self.last: SearchResult | None = None
 
@@ -128,10 +129,7 @@ class MCTSPlayer:
                 search.set_root(i, s)
                 self._synced[i] = True
         self.last = search.search(list(indices), add_noise=self.noise)
-        if self.last.action is not None:  # Gumbel: the search chose
-            return [int(a) for a in self.last.action]
-        return [choose_move(v, self.schedule.temperature_at(s.ply), self.rng)
-                for v, s in zip(self.last.visits, states)]
+        return chosen_moves(self.last, [s.ply for s in states], self.schedule, self.rng)
 
     def observe(self, index: int, before: State, action: int) -> None:
         if self.search is None or not self._synced[index]:
@@ -141,14 +139,3 @@ class MCTSPlayer:
             return
         after = self.search.advance(index, action)
         self._synced[index] = after.outcome is None
-
-
-def search_position(mcts: BatchedMCTS, game: Game, state: State) -> tuple[int, SearchResult, np.ndarray]:
-    """Search ``state`` in slot 0 of ``mcts`` (no noise): the search's move
-    (the most-visited legal one for PUCT), the search result and the legal actions."""
-    mcts.set_root(0, state)
-    res = mcts.search([0])
-    legal = np.flatnonzero(game.legal_mask(state))
-    if res.action is not None:
-        return int(res.action[0]), res, legal
-    return int(legal[np.argmax(res.visits[0][legal])]), res, legal

@@ -199,13 +199,20 @@ class ErrorRate:
         return (max(0.0, float(centre - half)), min(1.0, float(centre + half)))
 
 
-def move_errors(positions: PositionSet, chosen: Sequence[int]) -> ErrorRate:
-    """How many of ``chosen`` (one move per position) give away a result."""
+def move_mistakes(positions: PositionSet, chosen: Sequence[int]) -> np.ndarray:
+    """``[N]`` bool: whether each of ``chosen`` (one move per position) gives
+    away a result, i.e. another legal move has a strictly better one.
+    An illegal choice is refused."""
     best = positions.labels.max(axis=1)
     got = positions.labels[np.arange(len(chosen)), np.asarray(chosen, int)]
     if np.any(got == ILLEGAL):
         raise ValueError("an illegal move was chosen for a test position")
-    return ErrorRate(int((got < best).sum()), len(chosen))
+    return got < best
+
+
+def move_errors(positions: PositionSet, chosen: Sequence[int]) -> ErrorRate:
+    """How many of ``chosen`` (one move per position) give away a result."""
+    return ErrorRate(int(move_mistakes(positions, chosen).sum()), len(chosen))
 
 
 def group_errors(positions: PositionSet, chosen: Sequence[int]) -> dict[str, ErrorRate]:

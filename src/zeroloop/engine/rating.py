@@ -123,12 +123,13 @@ def gate_decision(score: MatchScore, threshold: float = 0.55, verdict: str | Non
     """Whether the candidate (player A) passes the gate.
 
     With a sequential test's ``verdict`` ("accept" or "reject"), the verdict
-    decides: a test that accepted a candidate at 54% does not see it turned
-    down by the threshold. Otherwise (no test, or "continue" when the games ran
-    out) the score must reach the threshold: a score exactly at it passes; a
-    1e-12 slack absorbs float rounding in ``(wins + draws/2) / games`` (e.g.
-    11/20 versus 0.55). A match with no games never passes: there is no
-    evidence.
+    decides; its hypotheses lie either side of the threshold
+    (:meth:`SPRT.for_gate`), so both rules ask the same question: is the
+    candidate's expected score above ``threshold``? Otherwise (no test, or
+    "continue" when the games ran out) the score must reach the threshold: a
+    score exactly at it passes; a 1e-12 slack absorbs float rounding in
+    ``(wins + draws/2) / games`` (e.g. 11/20 versus 0.55). A match with no
+    games never passes: there is no evidence.
     """
     if not isinstance(threshold, Real) or not 0.0 < threshold <= 1.0:
         raise ValueError(f"gate.threshold must lie in (0, 1], got {threshold!r}")
@@ -141,32 +142,55 @@ def gate_decision(score: MatchScore, threshold: float = 0.55, verdict: str | Non
     return score.score >= threshold - 1e-12
 
 
+#: The pair scores of a colour-swapped pair of games: A's mean score over the two.
+PAIR_SCORES = (0.0, 0.25, 0.5, 0.75, 1.0)
+
+
+def pentanomial(pair_scores: Sequence[float]) -> list[int]:
+    """How many pairs scored 0, 1/4, 1/2, 3/4 and 1 (``[5]`` counts)."""
+    counts = [0] * 5
+    for x in pair_scores:
+        k = round(4 * x)
+        if not 0 <= k <= 4 or abs(4 * x - k) > 1e-9:
+            raise ValueError(f"a pair's mean score must be one of {PAIR_SCORES}, got {x!r}")
+        counts[k] += 1
+    return counts
+
+
 @dataclass(frozen=True)
 class SPRT:
-    """Sequential probability ratio test for stopping a gate match early.
+    """Sequential probability ratio test over colour-swapped game pairs, to
+    stop a gate match once its answer is clear.
 
     H0: the candidate is ``elo0`` Elo stronger; H1: it is ``elo1`` Elo stronger
-    (elo1 > elo0; a 55% gate is about +35 Elo). ``alpha`` is the false-accept
-    rate under H0, ``beta`` the false-reject rate under H1.
+    (elo1 > elo0). ``alpha`` is the chance of accepting at H0's strength,
+    ``beta`` of rejecting at H1's. For the gate, :meth:`for_gate` centres the
+    two on the threshold's Elo (55%: +34.9 Elo), so that a verdict answers the
+    gate's question: the candidate is accepted about half the time at exactly
+    the threshold's strength, rarely below ``elo0`` and almost always above
+    ``elo1``, as a long fixed-length match at the threshold would.
 
-    The log-likelihood ratio is the generalised SPRT approximation for
-    trinomial (win/draw/loss) outcomes, as used by chess-engine testing
-    frameworks such as Fishtest and OpenBench: with x the mean score, var the
-    per-game variance of the sample and s0, s1 the hypotheses' expected scores,
-    ``LLR ~= n * (s1 - s0) * (2x - s0 - s1) / (2 var)``.
+    The observations are the openings' game pairs, not the games: the two
+    games of an opening share it and are correlated (in Connect Four the side
+    that moves first wins much more often, so an even pair is often one win
+    and one loss). Each pair's mean score is one of 0, 1/4, 1/2, 3/4, 1 (the
+    pentanomial model of chess-engine testing, Fishtest and OpenBench). The
+    log-likelihood ratio is the generalised SPRT's normal approximation: with
+    ``n`` pairs, ``x`` their mean score, ``var`` the variance of a pair's score
+    in the sample and ``s0``, ``s1`` the hypotheses' expected scores,
+    ``LLR = n * (s1 - s0) * (2x - s0 - s1) / (2 var)``.
 
-    ``var_floor`` bounds the variance from below: a streak of identical results
-    has sample variance 0, which would make the LLR infinite after one game.
-    The default 0.05 is the spread of an even match with 80% draws; with it a
-    clean sweep accepts +35 Elo over +0 after 7 games, a path an even opponent
-    without draws follows with probability 2**-7, well inside alpha = 0.05.
+    ``var_floor`` bounds the variance from below: a run of identical pairs has
+    sample variance 0, which would make the LLR infinite. The default 0.025 is
+    the pair variance of an even match whose games are independent with 80%
+    draws (the old per-game floor of 0.05, halved for a mean of two games).
     """
 
     elo0: float = 0.0
     elo1: float = 35.0
     alpha: Annotated[float, at.Interval(gt=0, lt=0.5)] = 0.05
     beta: Annotated[float, at.Interval(gt=0, lt=0.5)] = 0.05
-    var_floor: Annotated[float, at.Gt(0)] = 0.05
+    var_floor: Annotated[float, at.Gt(0)] = 0.025
 
     def __post_init__(self) -> None:
         if not self.elo1 > self.elo0:
@@ -177,6 +201,18 @@ class SPRT:
         if not self.var_floor > 0.0:
             raise ValueError(f"SPRT.var_floor must be positive, got {self.var_floor!r}")
 
+    @classmethod
+    def for_gate(cls, threshold: float, elo_width: float, **kw: float) -> SPRT:
+        """The test whose hypotheses lie ``elo_width / 2`` Elo either side of
+        the gate's ``threshold`` score (``elo_width`` > 0, Elo;
+        ``threshold`` in (0, 1))."""
+        if not 0.0 < threshold < 1.0:
+            raise ValueError(f"an SPRT gate needs a threshold in (0, 1), got {threshold!r}")
+        if not elo_width > 0.0:
+            raise ValueError(f"gate.sprt.elo_width must be positive, got {elo_width!r}")
+        mid = score_to_elo(threshold)
+        return cls(mid - elo_width / 2.0, mid + elo_width / 2.0, **kw)
+
     @property
     def lower_bound(self) -> float:
         return math.log(self.beta / (1.0 - self.alpha))
@@ -185,18 +221,22 @@ class SPRT:
     def upper_bound(self) -> float:
         return math.log((1.0 - self.beta) / self.alpha)
 
-    def llr(self, score: MatchScore) -> float:
-        """Approximate log-likelihood ratio of H1 over H0; 0.0 with no games."""
-        n = score.games
+    def llr(self, pair_scores: Sequence[float]) -> float:
+        """Approximate log-likelihood ratio of H1 over H0 from the pairs' mean
+        scores (each in {0, 1/4, 1/2, 3/4, 1}); 0.0 with no pairs."""
+        counts = np.asarray(pentanomial(pair_scores), float)
+        n = counts.sum()
         if n == 0:
             return 0.0
+        values = np.asarray(PAIR_SCORES)
+        x = float(counts @ values) / n
+        var = max(float(counts @ (values - x) ** 2) / n, self.var_floor)
         s0, s1 = expected_score(self.elo0), expected_score(self.elo1)
-        var = max(score.variance(), self.var_floor)
-        return n * (s1 - s0) * (2.0 * score.score - s0 - s1) / (2.0 * var)
+        return n * (s1 - s0) * (2.0 * x - s0 - s1) / (2.0 * var)
 
-    def status(self, score: MatchScore) -> str:
+    def status(self, pair_scores: Sequence[float]) -> str:
         """"accept" (H1: the candidate is better), "reject" (H0) or "continue"."""
-        llr = self.llr(score)
+        llr = self.llr(pair_scores)
         if llr >= self.upper_bound:
             return "accept"
         if llr <= self.lower_bound:

@@ -15,7 +15,7 @@ from zeroloop.engine.search import (
     MoveSchedule,
     SearchConfig,
     SearchStats,
-    choose_move,
+    chosen_moves,
 )
 
 
@@ -117,17 +117,14 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
             if not group:
                 continue
             res = mcts.search(group, add_noise=is_full, simulations=sims)
-            for j, slot in enumerate(group):
+            # PUCT: sampled from the visits, which are the target; Gumbel: the halving's winner,
+            # the improved policy the target
+            actions = chosen_moves(res, [mcts.root_state(slot).ply for slot in group], schedule,
+                                   [running[slot].rng for slot in group])
+            for j, (slot, action) in enumerate(zip(group, actions)):
                 rec = running[slot]
-                state = mcts.root_state(slot)
-                if res.action is not None:  # Gumbel: the halving's winner, the improved policy
-                    action, target = int(res.action[j]), res.policy[j]
-                else:
-                    visits = res.visits[j]
-                    action = choose_move(visits, schedule.temperature_at(state.ply), rec.rng)
-                    target = visits / visits.sum()
                 rec.actions.append(action)
-                rec.policies.append(target.astype(np.float32))
+                rec.policies.append(res.policy[j].astype(np.float32))
                 rec.values.append(float(res.value[j]))
                 rec.full.append(is_full)
                 new = mcts.advance(slot, action)

@@ -16,11 +16,10 @@ from zeroloop.engine.positions import (
     make_position_set,
     move_errors,
 )
-from zeroloop.pipeline.generation import model_player
-from zeroloop.pipeline.layout import Layout, derive_seed
-from zeroloop.pipeline.matches import PlayerSpec, play_match
+from zeroloop.pipeline.data.layout import Layout, derive_seed
+from zeroloop.pipeline.data.storage import load_model, read_json, write_json
+from zeroloop.pipeline.matches import PlayerSpec, model_player, play_match
 from zeroloop.pipeline.params import Params
-from zeroloop.pipeline.storage import load_model, read_json, write_json
 
 
 def positions_step(p: Params, layout: Layout) -> PositionSet:
@@ -57,25 +56,31 @@ def baselines(p: Params, has_perfect: bool) -> list[PlayerSpec]:
     return out
 
 
-def solver_errors(p: Params, path: str, positions: PositionSet) -> dict:
-    """Error rates of the raw policy (most likely legal move) and of the search
-    at ``evaluate.simulations`` (no noise), overall and per group, with the
-    number of positions and of those where the choice matters."""
+def policy_and_search_moves(p: Params, path: str, states: list) -> tuple[np.ndarray, list[int]]:
+    """The moves a model plays in ``states`` as evaluation measures it: its raw
+    policy's most likely legal move, and its search's move at
+    ``evaluate.simulations`` with no noise, most visited or Gumbel's choice
+    (:func:`~zeroloop.engine.search.search_moves`): a measurement, so never
+    sampled at ``evaluate.temperature``."""
     from zeroloop.engine.nn import NetworkEvaluator
-    from zeroloop.engine.search import BatchedMCTS
+    from zeroloop.engine.search import BatchedMCTS, search_moves
 
     game = p.make_game()
     net, _, _ = load_model(path, game)
     ev = NetworkEvaluator(game, net, p.runtime.device, precision=p.runtime.precision)
-    states = positions.states(game)
     priors, _ = ev(states)
     legal = np.stack([game.legal_mask(s) for s in states])
     policy_moves = np.where(legal, priors, -1).argmax(axis=1)
     mcts = BatchedMCTS(game, ev, p.match_search(p.evaluate), len(states), rng=np.random.default_rng(0))
-    for i, s in enumerate(states):
-        mcts.set_root(i, s)
-    res = mcts.search(list(range(len(states))), add_noise=False)
-    search_moves = res.action if res.action is not None else np.where(legal, res.visits, -1).argmax(axis=1)
+    search, _ = search_moves(mcts, states)
+    return policy_moves, search
+
+
+def solver_errors(p: Params, path: str, positions: PositionSet) -> dict:
+    """Error rates of the raw policy (most likely legal move) and of the search
+    at ``evaluate.simulations`` (no noise), overall and per group, with the
+    number of positions and of those where the choice matters."""
+    policy_moves, search_moves = policy_and_search_moves(p, path, positions.states(p.make_game()))
     pol, srch = move_errors(positions, policy_moves), move_errors(positions, search_moves)
     matters, names = decisive(positions), np.asarray(positions.groups)
     groups = {}

@@ -1,6 +1,6 @@
 """The generation steps: init, self-play, training and the gate.
 
-Each step reads its inputs from a :class:`~zeroloop.pipeline.layout.Layout`,
+Each step reads its inputs from a :class:`~zeroloop.pipeline.data.layout.Layout`,
 calls the library and writes its outputs there (atomically), returning a
 summary. The DVC stages wrap them with MLflow logging; a tuning trial runs the
 same steps under a temporary root, so there is one training loop.
@@ -15,14 +15,11 @@ import shutil
 import time
 
 from zeroloop.engine.arena import MatchResult
-from zeroloop.engine.rating import gate_decision, paired_interval
+from zeroloop.engine.rating import gate_decision, paired_interval, pentanomial
 from zeroloop.engine.selfplay import arrays_to_records
-from zeroloop.pipeline.layout import Layout, derive_seed
-from zeroloop.pipeline.matches import PlayerSpec, play_match
-from zeroloop.pipeline.params import Params
-from zeroloop.pipeline.process import process_clock
-from zeroloop.pipeline.shards import SelfplayJob, read_manifest, run_selfplay, shard_path
-from zeroloop.pipeline.storage import (
+from zeroloop.pipeline.data.layout import Layout, derive_seed
+from zeroloop.pipeline.data.shards import SelfplayJob, read_manifest, run_selfplay, shard_path
+from zeroloop.pipeline.data.storage import (
     DamagedFileError,
     atomic_write_bytes,
     file_sha256,
@@ -32,6 +29,9 @@ from zeroloop.pipeline.storage import (
     save_model,
     write_json,
 )
+from zeroloop.pipeline.matches import model_player, play_match
+from zeroloop.pipeline.params import Params
+from zeroloop.pipeline.runtime.process import process_clock
 
 
 def init_step(p: Params, layout: Layout) -> dict:
@@ -183,13 +183,6 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
     return summary
 
 
-def model_player(p: Params, path: str, name: str, match) -> PlayerSpec:
-    """A model searched as a gate or evaluation match sets it (``match``: ``p.gate``, ``p.evaluate``)."""
-    return PlayerSpec("mcts", name, model=path, search=p.match_search(match),
-                      schedule=match.config().schedule,
-                      device=p.runtime.device, precision=p.runtime.precision)
-
-
 def gate_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: bool = True
               ) -> tuple[dict, MatchResult]:
     """The candidate against the best model; it becomes the best only when it
@@ -210,11 +203,12 @@ def gate_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: bool 
                        workers=p.runtime.workers or None, sprt=sprt, round_games=g.sprt.round_games,
                        desc=f"gate@{gen}", progress=progress)
     score = match.score
-    verdict = sprt.status(score) if sprt else None
+    pairs = match.pair_scores()
+    verdict = sprt.status(pairs) if sprt else None
     accepted = gate_decision(score, g.threshold, verdict)
     atomic_write_bytes(layout.model(gen), (cand if accepted else best).read_bytes())
     lo, hi = score.interval(0.95)
-    pair_lo, pair_hi = paired_interval(match.pair_scores())
+    pair_lo, pair_hi = paired_interval(pairs)
     result = {
         "generation": gen, "candidate": f"gen{gen}", "opponent": f"gen{origin}",
         "accepted": int(accepted), "best_origin": gen if accepted else origin,
@@ -222,7 +216,7 @@ def gate_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: bool 
         "pair_ci95_low": round(pair_lo, 4), "pair_ci95_high": round(pair_hi, 4),
         "threshold": g.threshold, "wins": score.wins, "draws": score.draws, "losses": score.losses,
         "games": score.games, "elo_diff": round(score.elo_diff, 1),
-        "sprt": verdict or "off",
+        "sprt": verdict or "off", "pairs": pentanomial(pairs),
         "stopped_early": int(match.stopped_early is not None), "simulations": g.simulations,
         "wall_s": round(time.perf_counter() - t0, 1), **process_clock(),
     }

@@ -12,54 +12,17 @@ from typing import Literal
 
 import numpy as np
 
-from zeroloop.engine.arena import GameResult, MatchResult, make_openings, play_games
-from zeroloop.engine.config import Annotated, at, check_fields
+from zeroloop.engine.arena import GameResult, MatchResult, even_games, make_openings, play_games
 from zeroloop.engine.games import Game, make_game
 from zeroloop.engine.players import Player
 from zeroloop.engine.rating import SPRT
-from zeroloop.engine.search import MoveSchedule, SearchConfig
-from zeroloop.pipeline.storage import ShippedFile
-from zeroloop.pipeline.workers import Tick, current_backend, default_workers, run_tasks
+from zeroloop.engine.search import GREEDY, MoveSchedule, SearchConfig
+from zeroloop.pipeline.data.storage import ShippedFile
+from zeroloop.pipeline.params import Params
+from zeroloop.pipeline.runtime.backend import Tick, current_backend
+from zeroloop.pipeline.runtime.workers import default_workers, run_tasks
 
 PlayerKind = Literal["mcts", "random", "greedy", "uct", "perfect"]
-
-#: Matches play the most-visited move from the first ply unless told otherwise.
-GREEDY_MOVES = MoveSchedule(temperature=0.0, temperature_moves=0)
-
-
-@dataclass(frozen=True, kw_only=True)
-class MatchConfig:
-    """A match between two searching players (params.yaml ``gate``, ``evaluate``).
-
-    games: games in all, an even number: each opening is played twice with the
-        colours swapped.
-    simulations: each network player's simulations per move (the rest of its
-        search settings are ``mcts``'s, with no root noise).
-    opening_plies: uniformly random moves that open each pair of games.
-    temperature, temperature_moves: moves sampled at ``temperature`` for the
-        first ``temperature_moves`` plies, then the most-visited move.
-    """
-
-    games: Annotated[int, at.Ge(2)] = 40
-    simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 100
-    opening_plies: Annotated[int, at.Interval(ge=0, le=20)] = 2
-    temperature: Annotated[float, at.Interval(ge=0, le=10)] = 0.0
-    temperature_moves: Annotated[int, at.Ge(0)] = 0
-
-    def __post_init__(self) -> None:
-        check_fields(self, "match")
-        even_games(self.games)
-
-    @property
-    def schedule(self) -> MoveSchedule:
-        return MoveSchedule(temperature=self.temperature, temperature_moves=self.temperature_moves)
-
-
-def even_games(games: int) -> int:
-    """``games`` when it is even; a colour-balanced match needs pairs."""
-    if games % 2:
-        raise ValueError(f"games={games}: must be even (games are colour-balanced pairs)")
-    return games
 
 
 @dataclass(frozen=True)
@@ -77,7 +40,7 @@ class PlayerSpec:
     name: str
     model: str | ShippedFile | None = None
     search: SearchConfig = field(default_factory=SearchConfig)
-    schedule: MoveSchedule = GREEDY_MOVES
+    schedule: MoveSchedule = GREEDY  # the most-visited move from the first ply
     playouts: int = 400
     device: str = "auto"
     precision: str = "fp32"
@@ -96,7 +59,7 @@ class PlayerSpec:
             return perfect.perfect_player(game, rng)
         if self.kind == "mcts":
             from zeroloop.engine.nn import NetworkEvaluator
-            from zeroloop.pipeline.storage import load_or_init_net
+            from zeroloop.pipeline.data.storage import load_or_init_net
 
             net, _ = load_or_init_net(game, self.model, 0)
             ev = NetworkEvaluator(game, net, self.device, precision=self.precision)
@@ -130,8 +93,7 @@ def play_match(game: Game, a: PlayerSpec, b: PlayerSpec, *, games: int, opening_
     match is played in rounds of ``round_games`` and stops as soon as the
     test reaches a verdict.
     """
-    if games < 2 or games % 2:
-        raise ValueError(f"games={games} must be an even number >= 2")
+    even_games(games)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0xA7E4A]))
     openings = make_openings(game, opening_plies, games // 2, rng)
     n_workers = workers or default_workers()
@@ -148,8 +110,15 @@ def play_match(game: Game, a: PlayerSpec, b: PlayerSpec, *, games: int, opening_
                               desc=label, unit="game", progress=progress):
             result.games.extend(part)
         if sprt is not None:
-            verdict = sprt.status(result.score)
+            verdict = sprt.status(result.pair_scores())
             if verdict != "continue" and r0 + per_round < len(openings):
                 result.stopped_early = verdict
                 break
     return result
+
+
+def model_player(p: Params, path: str, name: str, match) -> PlayerSpec:
+    """A model searched as a gate or evaluation match sets it (``match``: ``p.gate``, ``p.evaluate``)."""
+    return PlayerSpec("mcts", name, model=path, search=p.match_search(match),
+                      schedule=match.config().schedule,
+                      device=p.runtime.device, precision=p.runtime.precision)

@@ -25,15 +25,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from zeroloop.pipeline.layout import Layout
+from zeroloop.pipeline.data.layout import Layout
 from zeroloop.pipeline.params import Params
 
 PIPELINE_KEY = "zeroloop.pipeline_key"
 GENERATION = "zeroloop.generation"
 PARENT = "mlflow.parentRunId"
 ALIAS = "champion"
-STUDY_TAG = "zeroloop.study"
-STORAGE_TAG = "optuna.storage"
 
 
 def repo_root() -> Path:
@@ -132,7 +130,7 @@ class Tracker:
                 tags["dvc.baseline_rev"] = os.environ["DVC_EXP_BASELINE_REV"]
             run = client.create_run(exp_id, run_name=exp_name or f"{params.game}-{key[:8]}", tags=tags)
             parent = run.info.run_id
-            _log_batch(client, parent, params={k: v for k, v in params.flat().items()})
+            log_batch(client, parent, params={k: v for k, v in params.flat().items()})
         return cls(params, client, exp_id, parent)
 
     def __enter__(self) -> Tracker:
@@ -150,14 +148,14 @@ class Tracker:
         """A generation stage's metrics, from its report, into the generation's
         run; the reports of the stages before it (DVC may have restored them
         from its cache without running them) fill in what the run lacks."""
-        _log_batch(self.client, self.generation_run_id(gen), metrics=stage_metrics(stage, report))
+        log_batch(self.client, self.generation_run_id(gen), metrics=stage_metrics(stage, report))
         self.complete_generation(gen, layout, upto=stage)
 
     def complete_generation(self, gen: int, layout: Layout, upto: str | None = None) -> None:
         """Log every metric of the generation's report files (up to and
         including stage ``upto``; all when None) that its run does not have yet,
         so the run mirrors the outputs DVC holds."""
-        from zeroloop.pipeline.storage import read_json
+        from zeroloop.pipeline.data.storage import read_json
 
         run_id = self.generation_run_id(gen)
         have = set(self.client.get_run(run_id).data.metrics)
@@ -168,7 +166,7 @@ class Tracker:
             if path.exists():
                 logged = stage_metrics(stage, read_json(path))
                 missing.update({k: v for k, v in logged.items() if k not in have})
-        _log_batch(self.client, run_id, metrics=missing)
+        log_batch(self.client, run_id, metrics=missing)
 
     def fresh_generation_run(self, gen: int, layout: Layout, stage: str) -> None:
         """A rerun of ``stage`` whose step-wise metrics (Lightning's curves) are
@@ -201,7 +199,7 @@ class Tracker:
 
     def log_summary(self, metrics: dict[str, float], step: int = 0) -> None:
         """Metrics on the parent run; ``step`` = generation, so the UI charts them."""
-        _log_batch(self.client, self.parent_id, metrics=metrics, step=step)
+        log_batch(self.client, self.parent_id, metrics=metrics, step=step)
 
     def log_text(self, gen: int | None, text: str, name: str) -> None:
         run = self.parent_id if gen is None else self.generation_run_id(gen)
@@ -230,7 +228,7 @@ class Tracker:
         try:
             self.client.create_registered_model(
                 name, description=f"zeroloop {self.params.game} champion: a zeroloop model file "
-                                  "(load with zeroloop.pipeline.storage.load_model)")
+                                  "(load with zeroloop.pipeline.data.storage.load_model)")
         except MlflowException:
             pass  # already registered
         mv = self.client.create_model_version(name, source=f"runs:/{self.parent_id}/champion",
@@ -263,7 +261,7 @@ def stage_metrics(stage: str, report: dict[str, Any]) -> dict[str, float]:
             if isinstance(v, int | float) and not isinstance(v, bool) and k != "generation"}
 
 
-def _log_batch(client, run_id: str, *, metrics: dict[str, float] | None = None,
+def log_batch(client, run_id: str, *, metrics: dict[str, float] | None = None,
                params: dict[str, Any] | None = None, step: int = 0) -> None:
     from mlflow.entities import Metric, Param
 
@@ -272,106 +270,6 @@ def _log_batch(client, run_id: str, *, metrics: dict[str, float] | None = None,
     ps = [Param(k, str(v)) for k, v in (params or {}).items()]
     for i in range(0, max(len(ms), len(ps)), 500):  # MLflow's batch limits
         client.log_batch(run_id, metrics=ms[i:i + 500], params=ps[i:i + 500])
-
-
-class TrialRun:
-    """One Optuna trial's nested MLflow run."""
-
-    def __init__(self, client, run_id: str, on_end=None) -> None:
-        self.client, self.run_id, self._on_end = client, run_id, on_end
-
-    def log(self, metrics: dict[str, float], step: int | None) -> None:
-        _log_batch(self.client, self.run_id, metrics=metrics, step=step or 0)
-
-    def end(self, state: str, error: str | None = None) -> None:
-        """state: COMPLETE, PRUNED, FAILED (Optuna's words, kept as a tag) or
-        INTERRUPTED (Ctrl-C; Optuna records that trial as failed)."""
-        self.client.set_tag(self.run_id, "optuna.state", state)
-        if error:
-            self.client.set_tag(self.run_id, "error", error[:5000])
-        status = {"FAILED": "FAILED", "INTERRUPTED": "KILLED"}.get(state, "FINISHED")
-        self.client.set_terminated(self.run_id, status)
-        if self._on_end is not None:
-            self._on_end(self.run_id)
-
-
-def storage_key(url: str) -> str:
-    """An Optuna storage URL that names one storage wherever it is used from:
-    file paths (sqlite, journal) made absolute, a password left out."""
-    if url.startswith("journal:"):
-        return "journal:" + os.path.abspath(url.removeprefix("journal:"))
-    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
-        return "sqlite:///" + os.path.abspath(url.removeprefix("sqlite:///"))
-    scheme, sep, rest = url.partition("://")
-    if sep and "@" in rest.split("/", 1)[0]:
-        creds, host = rest.split("@", 1)
-        return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
-    return url
-
-
-class StudyTracker:
-    """An MLflow parent run per Optuna study (found by the tag ``zeroloop.study``)
-    with one nested run per trial."""
-
-    def __init__(self, client, experiment_id: str, parent_id: str) -> None:
-        self.client, self.experiment_id, self.parent_id = client, experiment_id, parent_id
-        self.open_trials: dict[str, TrialRun] = {}  # trial runs this process started and has not ended
-
-    @classmethod
-    def open(cls, params: Params, study_name: str, storage: str, extra: dict[str, Any]) -> StudyTracker:
-        from mlflow.tracking import MlflowClient
-
-        logging.getLogger("mlflow").setLevel(logging.ERROR)
-        client = MlflowClient(tracking_uri())
-        exp_id = open_experiment(client, params.mlflow.experiment)
-        where = storage_key(storage)  # the same study name in another storage is another study
-        query = f"tags.`{STUDY_TAG}` = '{study_name}' and tags.`{STORAGE_TAG}` = '{where}'"
-        found = client.search_runs([exp_id], filter_string=query, max_results=1)
-        if found:  # a resumed study: its trials go on under the same parent run
-            parent = found[0].info.run_id
-            client.update_run(parent, status="RUNNING")
-        else:
-            run = client.create_run(exp_id, run_name=f"tune-{study_name}",
-                                    tags={STUDY_TAG: study_name, STORAGE_TAG: where,
-                                          "zeroloop.game": params.game, **source_tags()})
-            parent = run.info.run_id
-            flat = {f"tune.{k}": v for k, v in flatten(params.tune.model_dump()).items()}
-            _log_batch(client, parent, params={**flat, **extra, "game": params.game})
-        return cls(client, exp_id, parent)
-
-    def trial_run(self, number: int, params: dict[str, Any]) -> TrialRun:
-        run = self.client.create_run(self.experiment_id, run_name=f"trial-{number}",
-                                     tags={PARENT: self.parent_id, "optuna.trial": str(number)})
-        trial = TrialRun(self.client, run.info.run_id, on_end=lambda rid: self.open_trials.pop(rid, None))
-        self.open_trials[run.info.run_id] = trial
-        _log_batch(self.client, run.info.run_id, params=params)
-        return trial
-
-    def end_open_trials(self) -> None:
-        """Ctrl-C: this process's trial runs that are still open are marked KILLED."""
-        for trial in list(self.open_trials.values()):
-            trial.end("INTERRUPTED", error="KeyboardInterrupt")
-
-    def interrupted(self) -> None:
-        self.end_open_trials()
-        self.client.set_terminated(self.parent_id, "KILLED")
-
-    def finish(self, best: dict[str, Any] | None, artifacts: list[Path]) -> None:
-        if best:
-            metrics = {"best_score": best["score"], "default_score": best.get("default_score"),
-                       "gain": best.get("gain")}
-            if best.get("confirmed"):
-                c = best["confirmed"]
-                metrics.update({"confirmed_best_score": c["best_score"],
-                                "confirmed_default_score": c["default_score"], "confirmed_gain": c["gain"],
-                                "confirmed_gain_ci95_low": c["gain_ci95"][0],
-                                "confirmed_gain_ci95_high": c["gain_ci95"][1]})
-            _log_batch(self.client, self.parent_id, metrics=metrics)
-            self.client.set_tag(self.parent_id, "best_trial", str(best["trial"]))
-        for path in artifacts:
-            self.client.log_artifact(self.parent_id, str(path), "tuning")
-        self.client.set_terminated(self.parent_id, "FINISHED")
-
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, Any]:

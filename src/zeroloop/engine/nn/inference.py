@@ -96,11 +96,6 @@ def precision_name(precision: str, device: torch.device) -> str:
     return precision
 
 
-def resolve_precision(precision: str, device: torch.device) -> torch.dtype:
-    """The dtype the inference net runs in (:func:`precision_name`)."""
-    return _DTYPES[precision_name(precision, device)]
-
-
 class NetworkEvaluator:
     """Batched evaluation of positions: softmax priors ``[B, A]`` and values ``[B]``.
 

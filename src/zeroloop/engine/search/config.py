@@ -41,6 +41,10 @@ class SearchConfig:
         ``sigma(q) = (c_visit + max N) * c_scale * q``) is the policy target and
         the halving's winner the move played. Each search starts from a fresh
         tree (``reuse_tree: false``) with one leaf per game and step.
+    max_considered_actions: ``gumbel``: root moves sampled by Gumbel-top-k for
+        the sequential halving.
+    c_visit, c_scale: ``gumbel``: the constants of ``sigma(q) = (c_visit + max N)
+        * c_scale * q``, with ``q`` mapped to [0, 1].
     """
 
     simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 100

@@ -384,4 +384,6 @@ class BatchedMCTS:
         q = np.divide(w, visits, out=np.zeros_like(w), where=visits > 0)
         total = visits.sum(axis=1)
         value = np.where(total > 0, row_sums(w) / np.maximum(total, 1), self.node_value[roots])
-        return SearchResult(visits, q, value.astype(np.float32), self.prior[roots].copy())
+        # the visit distribution, PUCT's policy target (visit counts are whole numbers: exact sums)
+        policy = np.divide(visits, total[:, None], out=np.zeros_like(visits), where=total[:, None] > 0)
+        return SearchResult(visits, q, value.astype(np.float32), self.prior[roots].copy(), policy)

@@ -10,9 +10,9 @@ gives the library object: the one seam from params.yaml to the code.
 |------------|-------------------------------------------------|
 | ``net``    | :class:`zeroloop.engine.nn.NetConfig`           |
 | ``mcts``   | :class:`zeroloop.engine.search.SearchConfig`    |
-| ``selfplay`` | :class:`zeroloop.pipeline.shards.SelfplayConfig` |
+| ``selfplay`` | :class:`zeroloop.pipeline.data.shards.SelfplayConfig` |
 | ``train``  | :class:`zeroloop.pipeline.training.config.TrainConfig` |
-| ``gate``, ``evaluate`` | :class:`zeroloop.pipeline.matches.MatchConfig` plus their own keys |
+| ``gate``, ``evaluate`` | :class:`zeroloop.engine.arena.MatchConfig` plus their own keys |
 | ``gate.sprt`` | :class:`zeroloop.engine.rating.SPRT` plus ``enabled`` |
 
 The other sections belong to the pipeline alone: ``generations`` (the unrolled
@@ -31,15 +31,15 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
+from zeroloop.engine.arena import MatchConfig, even_games
 from zeroloop.engine.config import Annotated, at, config_fields
 from zeroloop.engine.games import GAME_NAMES, Game, make_game
 from zeroloop.engine.nn import NetConfig
 from zeroloop.engine.rating import SPRT
 from zeroloop.engine.search import SearchConfig
-from zeroloop.pipeline.matches import MatchConfig, even_games
-from zeroloop.pipeline.shards import SelfplayConfig
+from zeroloop.pipeline.data.shards import SelfplayConfig
+from zeroloop.pipeline.runtime.backend import Backend
 from zeroloop.pipeline.training.config import TrainConfig
-from zeroloop.pipeline.workers import Backend
 
 
 class _Section(BaseModel):
@@ -89,22 +89,62 @@ NetParams = config_section(NetConfig, "NetParams")
 MCTSParams = config_section(SearchConfig, "MCTSParams")
 SelfplayParams = config_section(SelfplayConfig, "SelfplayParams")
 TrainParams = config_section(TrainConfig, "TrainParams")
-SPRTParams = config_section(SPRT, "SPRTParams", leading={"enabled": (bool, False)},
-                            round_games=(Annotated[int, at.Interval(ge=2, le=100_000)], 20))
+
+
+class SPRTParams(_Section):
+    """The gate's optional sequential test (:class:`zeroloop.engine.rating.SPRT`
+    over game pairs, hypotheses centred on ``gate.threshold``): the match stops
+    as soon as the test reaches a verdict, which then decides the gate; when
+    ``gate.games`` run out first, the threshold decides. docs/gate.md gives the
+    simulated error rates and games that chose the defaults."""
+
+    enabled: bool = Field(False, description="stop a gate match early once the test reaches a verdict")
+    elo_width: float = Field(35.0, gt=0, le=1000, description=(
+        "Elo between the hypotheses, centred on the threshold's Elo (55%: +34.9, so H0 +17.4, H1 +52.3)"))
+    alpha: float = Field(0.05, gt=0, lt=0.5, description="chance of accepting a candidate at H0's strength")
+    beta: float = Field(0.05, gt=0, lt=0.5, description="chance of rejecting a candidate at H1's strength")
+    var_floor: float = Field(0.025, gt=0, le=0.25, description=(
+        "lower bound of a game pair's score variance in the test (a run of equal pairs has none)"))
+    round_games: int = Field(20, ge=2, le=100_000, description="games played between two looks at the test")
+
+    def config(self, threshold: float) -> SPRT:
+        """The library test for a gate at ``threshold``."""
+        return SPRT.for_gate(threshold, self.elo_width, alpha=self.alpha, beta=self.beta,
+                             var_floor=self.var_floor)
+
+
+def _gate_validators():
+    def sprt_fits_threshold(self):
+        if self.sprt.enabled:
+            self.sprt.config(self.threshold)  # an SPRT gate needs a threshold below 1
+        return self
+
+    return {**_even_validator(), "_sprt_fits_threshold": model_validator(mode="after")(sprt_fits_threshold)}
+
+
 GateParams = config_section(
-    MatchConfig, "GateParams", validators=_even_validator(),
-    threshold=(Annotated[float, at.Interval(gt=0, le=1)], 0.55),
+    MatchConfig, "GateParams", validators=_gate_validators(),
+    threshold=(Annotated[float, at.Interval(gt=0, le=1)], Field(0.55, description=(
+        "the score (wins + half the draws, a share of the games) at which the candidate replaces "
+        "the best model"))),
     sprt=(SPRTParams, SPRTParams()))
 EvaluateParams = config_section(
     MatchConfig, "EvaluateParams", validators=_even_validator(),
-    uct_playouts=(Annotated[int, at.Interval(ge=1, le=1_000_000)], 400),
-    perfect_games=(bool, True),
-    positions_per_group=(Annotated[int, at.Interval(ge=0, le=100_000)], 100),
-    # the test set's own seed: runs with different seeds are measured on the same positions
-    positions_seed=(Annotated[int, at.Interval(ge=0, le=2**63 - 1)], 0))
+    uct_playouts=(Annotated[int, at.Interval(ge=1, le=1_000_000)], Field(400, description=(
+        "playouts per move of the rollout-UCT baseline (the Elo anchor, named uct<playouts>)"))),
+    perfect_games=(bool, Field(True, description="tic-tac-toe: also play the perfect player")),
+    positions_per_group=(Annotated[int, at.Interval(ge=0, le=100_000)], Field(100, description=(
+        "solver-labelled test positions per group (Connect Four: Pons' six groups, with the solver "
+        "extra; tic-tac-toe: one group); 0: none"))),
+    positions_seed=(Annotated[int, at.Interval(ge=0, le=2**63 - 1)], Field(0, description=(
+        "the test set's own seed, not the run's: runs with different seeds are measured on the same "
+        "positions"))))
 
 
 class FloatRange(_Section):
+    """A float search range: sampled between ``low`` and ``high``, on a log
+    scale when ``log`` is true."""
+
     low: float
     high: float
     log: bool = False
@@ -117,6 +157,8 @@ class FloatRange(_Section):
 
 
 class IntRange(_Section):
+    """An int search range: sampled from ``low`` to ``high``, both included."""
+
     low: int = Field(ge=0)
     high: int = Field(ge=0)
 
@@ -128,7 +170,21 @@ class IntRange(_Section):
 
 
 class TuneParams(_Section):
-    """Optuna search space and trial budget for ``zeroloop tune`` (not a DVC dependency)."""
+    """Optuna search space and trial budget for ``zeroloop tune`` (not a DVC dependency).
+
+    c_puct: range of ``mcts.c_puct``.
+    temperature, temperature_moves: ranges of the move-sampling schedule (search
+        objective: the tuned player's in its games; selfplay objective: self-play's).
+    simulations: search objective: simulations per move of the tuned player.
+    opening_plies: random moves that open each pair of a trial's games (the same
+        seeded openings for every trial).
+    reference: metric match: the opponent, rollout UCT, random or greedy one-step.
+    reference_playouts: playouts per move of the ``uct`` reference.
+    pruner: ``median`` stops a trial whose running score is below the median of
+        earlier trials at the same round (after 3 complete trials, never after the
+        first round); ``wilcoxon`` pairs each round's score with the best trial's on
+        the same openings (a signed-rank test; search objective only); ``none``.
+    """
 
     c_puct: FloatRange = FloatRange(low=0.5, high=4.0, log=True)
     temperature: FloatRange = FloatRange(low=0.0, high=1.5)
@@ -173,11 +229,19 @@ class TuneParams(_Section):
 
 
 class GenerationParams(_Section):
+    """One generation of the chain.
+
+    prev: the generation it continues from, always g - 1 (0: the random network of ``init``).
+    """
+
     prev: int = Field(ge=0)
 
 
 class RuntimeParams(_Section):
-    device: str = "auto"
+    """Where work runs and how fast. Not a DVC dependency: on one device only
+    ``precision`` changes results, and the stages that search list it."""
+
+    device: str = Field("auto", description="auto (CUDA when torch sees it, else the CPU), cpu or cuda[:N]")
     workers: int = Field(0, ge=0, le=1024, description="0: one per core")
     games_in_flight: int = Field(128, ge=1, le=65536,
                                  description="self-play games each worker searches together (speed only)")
@@ -226,21 +290,28 @@ class RuntimeParams(_Section):
 
 
 class MLflowParams(_Section):
-    experiment: str = Field("zeroloop", min_length=1)
+    """MLflow names: the experiment the pipeline logs to, the registered model."""
+
+    experiment: str = Field("zeroloop", min_length=1,
+                            description="the MLflow experiment of the pipeline's runs")
     model_name: str = Field("", description="registered model name; empty: zeroloop-<game>")
 
 
 class Params(_Section):
-    game: str = "connect4"
-    seed: int = Field(0, ge=0, le=2**32 - 1)
+    game: str = Field("connect4", description="the game: " + ", ".join(GAME_NAMES))
+    seed: int = Field(0, ge=0, le=2**32 - 1, description=(
+        "the run's seed: each stage and generation draws its own from it (the test positions have "
+        "evaluate.positions_seed)"))
     net: NetParams = NetParams()
     mcts: MCTSParams = MCTSParams()
     selfplay: SelfplayParams = SelfplayParams()
     train: TrainParams = TrainParams()
     gate: GateParams = GateParams()
     evaluate: EvaluateParams = EvaluateParams()
-    generations: dict[int, GenerationParams] = Field(default_factory=lambda: {1: GenerationParams(prev=0)})
-    """Keys are quoted in params.yaml ("1": {prev: 0}); parse_params insists."""
+    generations: dict[int, GenerationParams] = Field(
+        default_factory=lambda: {1: GenerationParams(prev=0)},
+        description="the unrolled chain, one entry per generation g: \"g\": {prev: g - 1}; keys are quoted "
+                    "(DVC's foreach drops numeric keys; parse_params insists); append one to train further")
     runtime: RuntimeParams = RuntimeParams()
     mlflow: MLflowParams = MLflowParams()
     tune: TuneParams = TuneParams()
@@ -277,7 +348,7 @@ class Params(_Section):
 
     def sprt(self) -> SPRT | None:
         """The gate's sequential test, or None when it is off."""
-        return self.gate.sprt.config() if self.gate.sprt.enabled else None
+        return self.gate.sprt.config(self.gate.threshold) if self.gate.sprt.enabled else None
 
     @property
     def last_generation(self) -> int:

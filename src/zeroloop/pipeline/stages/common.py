@@ -7,11 +7,11 @@ import os
 import sys
 from collections.abc import Callable
 
-from zeroloop.pipeline.layout import Layout
+from zeroloop.pipeline.data.layout import Layout
+from zeroloop.pipeline.data.storage import DamagedFileError
 from zeroloop.pipeline.params import Params, ParamsError, load_params
-from zeroloop.pipeline.process import setup_process
-from zeroloop.pipeline.storage import DamagedFileError
-from zeroloop.pipeline.workers import WorkerLost, use_backend
+from zeroloop.pipeline.runtime.backend import WorkerLost, use_backend
+from zeroloop.pipeline.runtime.process import setup_process
 
 PARAMS_FILE = "params.yaml"
 

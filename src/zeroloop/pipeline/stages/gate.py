@@ -15,6 +15,8 @@ def run(p: Params, gen: int, prev: int) -> None:
         tr.log_stage(gen, "gate", result, LAYOUT)
         tr.log_summary({"gate_score": result["score"], "gate_accepted": result["accepted"]}, step=gen)
     verdict = "accepted: new best" if result["accepted"] else f"rejected: {result['opponent']} stays best"
+    if result["sprt"] != "off":  # which rule decided: the test's verdict, or the threshold when games ran out
+        verdict += f" (SPRT: {result['sprt']})" if result["sprt"] != "continue" else " (SPRT: no verdict)"
     say(f"gate@{gen}", f"candidate scored {result['score']:.1%} [{result['ci95_low']:.1%}, "
                        f"{result['ci95_high']:.1%}] in {result['games']} games (+{result['wins']} "
                        f"={result['draws']} -{result['losses']}); {verdict}")

@@ -3,10 +3,10 @@ Connect Four with the ``solver`` extra); an empty set where none exists."""
 
 from __future__ import annotations
 
+from zeroloop.pipeline.data.storage import read_json
 from zeroloop.pipeline.evaluation import positions_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
-from zeroloop.pipeline.storage import read_json
 
 
 def run(p: Params) -> None:

@@ -8,9 +8,9 @@ import io
 from pathlib import Path
 
 from zeroloop.engine.rating import EloFit, fit_league
+from zeroloop.pipeline.data.storage import atomic_write_bytes, load_model, read_json, write_json
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
-from zeroloop.pipeline.storage import atomic_write_bytes, load_model, read_json, write_json
 from zeroloop.pipeline.tracking import Tracker
 
 PLOTS = LAYOUT.plots

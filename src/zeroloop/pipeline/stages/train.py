@@ -13,7 +13,7 @@ from zeroloop.pipeline.tracking import Tracker
 def run(p: Params, gen: int, prev: int) -> None:
     import torch
 
-    from zeroloop.pipeline.workers import local_cores
+    from zeroloop.pipeline.runtime.backend import local_cores
 
     torch.set_num_threads(local_cores())  # the only busy process now
     with Tracker.open(p) as tr:

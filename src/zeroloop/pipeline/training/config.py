@@ -21,6 +21,9 @@ class TrainConfig:
     lr: learning rate at the start of the schedule.
     lr_schedule: ``constant``; ``cosine`` (down to 5% of lr over the epochs);
         ``step`` (times ``lr_step_gamma`` every ``lr_step_epochs`` epochs).
+    lr_step_epochs, lr_step_gamma: ``step`` schedule only: every ``lr_step_epochs``
+        epochs the learning rate is multiplied by ``lr_step_gamma``.
+    momentum: ``sgd`` only: the momentum (AlphaZero: 0.9).
     l2: c in the loss term c * ||theta||^2 (AlphaZero: 1e-4); the optimiser's
         own weight decay is separate (``weight_decay``), so with plain SGD this
         equals weight decay 2c.

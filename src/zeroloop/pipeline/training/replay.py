@@ -11,7 +11,7 @@ import torch
 
 from zeroloop.engine.games import Game
 from zeroloop.engine.selfplay import unpack_planes
-from zeroloop.pipeline.storage import DamagedFileError, load_shard
+from zeroloop.pipeline.data.storage import DamagedFileError, load_shard
 
 
 @dataclass

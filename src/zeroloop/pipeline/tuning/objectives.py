@@ -12,6 +12,7 @@ can stop a poor trial early.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -137,41 +138,43 @@ def solver_position_set(params: Params, seed: int, count: int | None = None, sal
     return make_position_set(game, count or params.tune.solver_positions, rng, scorer)
 
 
-def solver_correct(params: Params, model: str, settings: TrialSettings, positions, *, seed: int,
-                   report=None) -> np.ndarray:
-    """Whether the searched move keeps the position's result, per position.
-
-    The move is chosen as in play: sampled from the visits at ``temperature``
-    on plies below ``temperature_moves``, else the most visited. Positions
-    are searched in ``tune.rounds`` batches; ``report(score_so_far, round,
-    round_score)`` follows each."""
+def trial_moves(params: Params, model: str, settings: TrialSettings, states: list, *, seed: int
+                ) -> Iterator[tuple[np.ndarray, list[int]]]:
+    """The moves ``model`` plays in ``states`` under the trial's ``settings``,
+    as play would choose them (:func:`~zeroloop.engine.search.search_moves`):
+    Gumbel's sequential-halving winner, or under PUCT sampled from the visits
+    at ``temperature`` on plies below ``temperature_moves``, else the most
+    visited. Yields ``(rows, moves)`` for each of ``tune.rounds`` batches."""
     from zeroloop.engine.nn import NetworkEvaluator
-    from zeroloop.engine.positions import PositionSet, move_errors
-    from zeroloop.engine.search import BatchedMCTS, choose_move
-    from zeroloop.pipeline.storage import load_model
+    from zeroloop.engine.search import BatchedMCTS, search_moves
+    from zeroloop.pipeline.data.storage import load_model
 
-    game, space = params.make_game(), params.tune
+    game = params.make_game()
     net, _, _ = load_model(model, game)
     ev = NetworkEvaluator(game, net, params.runtime.device, precision=params.runtime.precision)
-    states = positions.states(game)
-    schedule = settings.schedule
     cfg = trial_search(params, settings)
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5C0]))
-    correct = np.zeros(len(states), bool)
-    chunks = np.array_split(np.arange(len(states)), min(space.rounds, len(states)))
-    for r, chunk in enumerate(chunks):
+    for chunk in np.array_split(np.arange(len(states)), min(params.tune.rounds, len(states))):
         mcts = BatchedMCTS(game, ev, cfg, len(chunk), rng=rng)
-        for k, i in enumerate(chunk):
-            mcts.set_root(k, states[i])
-        visits = mcts.search(list(range(len(chunk))), add_noise=False).visits
-        chosen = [choose_move(visits[k], schedule.temperature_at(states[i].ply), rng)
-                  for k, i in enumerate(chunk)]
-        sub = PositionSet(positions.game, [positions.moves[i] for i in chunk], positions.labels[chunk])
-        errors = move_errors(sub, chosen)  # also refuses an illegal choice
-        correct[chunk] = positions.labels[chunk, chosen] == positions.labels[chunk].max(axis=1)
+        moves, _ = search_moves(mcts, [states[i] for i in chunk], settings.schedule, rng)
+        yield chunk, moves
+
+
+def solver_correct(params: Params, model: str, settings: TrialSettings, positions, *, seed: int,
+                   report=None) -> np.ndarray:
+    """Whether the move played (:func:`trial_moves`) keeps the position's
+    result, per position; ``report(score_so_far, round, round_score)``
+    follows each of ``tune.rounds`` batches."""
+    from zeroloop.engine.positions import move_mistakes
+
+    correct = np.zeros(len(positions.moves), bool)
+    seen = 0
+    batches = trial_moves(params, model, settings, positions.states(params.make_game()), seed=seed)
+    for r, (chunk, moves) in enumerate(batches):
+        correct[chunk] = ~move_mistakes(positions.subset(chunk), moves)
+        seen += len(chunk)
         if report is not None:
-            seen = np.concatenate(chunks[:r + 1])
-            report(float(correct[seen].mean()), r, 1.0 - errors.rate)
+            report(float(correct[:seen].mean()), r, float(correct[chunk].mean()))
     return correct
 
 
@@ -193,9 +196,9 @@ def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: s
     ``workdir``, then score the best model like the search objective with the
     default search settings. ``report(score, generation, score)`` follows
     each generation."""
+    from zeroloop.pipeline.data.layout import Layout
     from zeroloop.pipeline.generation import gate_step, init_step, selfplay_step, train_step
-    from zeroloop.pipeline.layout import Layout
-    from zeroloop.pipeline.process import quiet_libraries
+    from zeroloop.pipeline.runtime.process import quiet_libraries
 
     quiet_libraries()  # again: importing Lightning sets its logger back to INFO
     p = trial_params(params, settings, seed, workers)

@@ -68,7 +68,7 @@ def best_params_yaml(study, path: str | Path, confirmed: dict[str, Any] | None =
     openings and, when given, the confirmation on fresh openings."""
     import yaml
 
-    from zeroloop.pipeline.storage import atomic_write_bytes
+    from zeroloop.pipeline.data.storage import atomic_write_bytes
 
     best = study.best_trial
     temp, moves = round(best.params["temperature"], 4), int(best.params["temperature_moves"])
@@ -109,7 +109,7 @@ def save_plots(study, out_dir: str | Path) -> list[Path]:
     import matplotlib.pyplot as plt
     import optuna.visualization.matplotlib as vis
 
-    from zeroloop.pipeline.storage import atomic_write_bytes
+    from zeroloop.pipeline.data.storage import atomic_write_bytes
 
     out_dir = Path(out_dir)
     done = [t for t in study.trials if t.state.name == "COMPLETE"]

@@ -14,9 +14,9 @@ TUNING_DIR = Path("reports") / "tuning"
 def choose_model(params, model: str | None, log: Callable[[str], None]) -> str:
     """``model``, or the pipeline's champion, else the newest generation's best,
     else the model shipped for the game; checked (game, damage) by name."""
-    from zeroloop.pipeline.catalogue import list_models
-    from zeroloop.pipeline.layout import Layout
-    from zeroloop.pipeline.storage import load_model
+    from zeroloop.pipeline.data.catalogue import list_models
+    from zeroloop.pipeline.data.layout import Layout
+    from zeroloop.pipeline.data.storage import load_model
 
     if model is None:
         found = [m for m in list_models(params.make_game()) if m.path]
@@ -55,12 +55,12 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
     for bad input; KeyboardInterrupt leaves the storage and MLflow consistent.
     """
     from zeroloop.pipeline.params import load_params
-    from zeroloop.pipeline.process import quiet_libraries
-    from zeroloop.pipeline.tracking import StudyTracker
+    from zeroloop.pipeline.runtime.backend import use_backend
+    from zeroloop.pipeline.runtime.process import quiet_libraries
     from zeroloop.pipeline.tuning.objectives import TrialSettings, default_settings
     from zeroloop.pipeline.tuning.results import best_params_yaml, confirm_gain, save_plots
     from zeroloop.pipeline.tuning.study import open_storage, parallel_search_study, run_search_study
-    from zeroloop.pipeline.workers import use_backend
+    from zeroloop.pipeline.tuning.tracker import StudyTracker
 
     quiet_libraries()
     params = load_params(params_file)

@@ -207,7 +207,8 @@ def parallel_search_study(params_file: str, *, model: str | None, trials: int, s
     import multiprocessing as mp
     from concurrent.futures import ProcessPoolExecutor
 
-    from zeroloop.pipeline.workers import current_backend, default_workers
+    from zeroloop.pipeline.runtime.backend import current_backend
+    from zeroloop.pipeline.runtime.workers import default_workers
 
     if storage.startswith("sqlite"):
         raise ValueError("--jobs > 1 needs a storage several processes can share: "
@@ -238,9 +239,9 @@ def parallel_search_study(params_file: str, *, model: str | None, trials: int, s
 def _study_job(params_file: str, model: str | None, trials: int, study_name: str, storage: str,
                seed: int, sampler_seed: int, workers: int, objective: str, backend=None) -> None:
     from zeroloop.pipeline.params import load_params
-    from zeroloop.pipeline.process import setup_process
-    from zeroloop.pipeline.tracking import StudyTracker
-    from zeroloop.pipeline.workers import use_backend
+    from zeroloop.pipeline.runtime.backend import use_backend
+    from zeroloop.pipeline.runtime.process import setup_process
+    from zeroloop.pipeline.tuning.tracker import StudyTracker
 
     setup_process()
     if backend is not None:

@@ -26,7 +26,7 @@ from zeroloop.engine.nn import FixedBatchEvaluator
 from zeroloop.engine.nn.net import NetConfig
 from zeroloop.engine.search import MoveSchedule, SearchConfig, SearchStats
 from zeroloop.engine.selfplay import GameRecord, PlayoutCap, play_selfplay_games, records_to_arrays
-from zeroloop.pipeline.storage import (
+from zeroloop.pipeline.data.storage import (
     DamagedFileError,
     ShippedFile,
     atomic_write_bytes,
@@ -34,7 +34,8 @@ from zeroloop.pipeline.storage import (
     read_shard_meta,
     save_shard,
 )
-from zeroloop.pipeline.workers import Tick, current_backend, default_workers, run_tasks
+from zeroloop.pipeline.runtime.backend import Tick, current_backend
+from zeroloop.pipeline.runtime.workers import default_workers, run_tasks
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,7 +52,8 @@ class SelfplayConfig:
         depends on the batch size it is computed at, so self-play always calls
         it with exactly this many positions (padding a short call): the games
         then do not depend on the worker count or on how many games a worker
-        has in flight. 32 is near this CPU's network-only peak; a GPU wants more.
+        has in flight. 32 is near the network-only peak of the CPU it was
+        chosen on (AMD EPYC Zen 4, 2 cores, avx512_bf16); a GPU wants more.
     full_search_probability, fast_simulations: playout cap randomisation
         (KataGo): a move is a full search (``mcts.simulations``, recorded for
         training) with this probability, else a fast search of
@@ -178,7 +180,7 @@ _EVALUATORS: dict = {}  # per worker process: (model, ...) -> evaluator, its cac
 
 def _evaluator(job: SelfplayJob, game: Game) -> FixedBatchEvaluator:
     from zeroloop.engine.nn import NetworkEvaluator
-    from zeroloop.pipeline.storage import load_or_init_net
+    from zeroloop.pipeline.data.storage import load_or_init_net
 
     stamp = job.model.sha256 if isinstance(job.model, ShippedFile) else (
         job.model and Path(job.model).stat().st_mtime_ns)
@@ -235,7 +237,7 @@ def read_manifest(path: str | Path) -> dict:
     shards its job makes (``identity``: games in shards of ``shard_games``),
     each with a checksum. A manifest that lost or gained an entry, or lacks a
     field, raises DamagedFileError naming the file and what is wrong."""
-    from zeroloop.pipeline.storage import read_json
+    from zeroloop.pipeline.data.storage import read_json
 
     data = read_json(path)
     try:

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from zeroloop.engine.games import Game
-from zeroloop.pipeline.layout import Layout
-from zeroloop.pipeline.storage import DamagedFileError, read_model_header
+from zeroloop.pipeline.data.layout import Layout
+from zeroloop.pipeline.data.storage import DamagedFileError, read_model_header
 
 #: Small models that ship with the package, so play works before any training.
-SHIPPED_DIR = Path(__file__).parents[1] / "models"  # package data: src/zeroloop/models
+SHIPPED_DIR = Path(__file__).parents[2] / "models"  # package data: src/zeroloop/models
 
 
 @dataclass(frozen=True)

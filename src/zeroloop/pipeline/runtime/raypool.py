@@ -1,4 +1,4 @@
-"""The Ray backend of :mod:`zeroloop.pipeline.workers`: tasks run as Ray tasks
+"""The Ray backend of :mod:`zeroloop.pipeline.runtime.workers`: tasks run as Ray tasks
 on a local Ray instance or a cluster (``runtime.backend: ray``).
 
 Each task asks for one CPU (and ``gpus_per_task`` GPUs when the network runs
@@ -21,7 +21,7 @@ from typing import Any
 import ray
 import ray.exceptions as rex
 
-from zeroloop.pipeline.workers import Backend, Tick, local_cores
+from zeroloop.pipeline.runtime.backend import Backend, Tick, local_cores
 
 #: Failures of the machinery, not of the task's code: the worker or its node died.
 _LOST = (rex.WorkerCrashedError, rex.NodeDiedError, rex.LocalRayletDiedError, rex.ObjectLostError,
@@ -76,7 +76,7 @@ class _ActorTick:
 
 
 def _run(fn: Callable, task, counter):
-    from zeroloop.pipeline.process import init_worker_threads
+    from zeroloop.pipeline.runtime.process import init_worker_threads
 
     init_worker_threads()
     return fn(task, _ActorTick(counter))

@@ -20,80 +20,13 @@ import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
-from typing import Literal, Protocol, TypeVar
 
 from tqdm import tqdm
 
-from zeroloop.pipeline.process import init_worker_threads
-
-T = TypeVar("T")
-R = TypeVar("R")
-
-#: Advances the caller's progress bar by n units; safe to call in a worker.
-Tick = Callable[[int], None]
-
-
-class TaskPool(Protocol):
-    workers: int
-
-    def submit(self, fn: Callable[[T, Tick], R], task: T) -> Future: ...
-
-    def drain(self, timeout: float = 0.2) -> int: ...
-
-    def lost(self, exc: BaseException) -> bool: ...
-
-    def terminate(self) -> None: ...
-
-    def close(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class Backend:
-    """Where :func:`run_tasks` runs its tasks (params.yaml ``runtime``).
-
-    kind: ``local`` (processes on this machine) or ``ray`` (Ray tasks).
-    address: Ray only. ``""``: join the cluster named by ``RAY_ADDRESS``, else
-        start a private Ray instance on this machine for this process;
-        ``auto``: the cluster this machine is a node of (``ray start``);
-        ``host:port``: a head node's GCS address; ``ray://host:port``: Ray Client.
-    gpus_per_task: Ray only: GPUs each task asks for when the network runs on
-        CUDA (0.5: two tasks share a GPU).
-    retries: Ray only: how often a task whose worker or node died is run
-        again (its shards are rebuilt from their seeds, so nothing changes).
-    """
-
-    kind: Literal["local", "ray"] = "local"
-    address: str = ""
-    gpus_per_task: float = 0.0
-    retries: int = 3
-
-    @property
-    def shares_files(self) -> bool:
-        """Whether tasks can write files this process then reads (a Ray
-        cluster's nodes have their own disks: results come back instead)."""
-        return self.kind == "local"
-
-
-_backend = Backend()
-
-
-def use_backend(backend: Backend) -> None:
-    """Send this process's :func:`run_tasks` calls to ``backend``."""
-    global _backend
-    _backend = backend
-
-
-def current_backend() -> Backend:
-    return _backend
-
+from zeroloop.pipeline.runtime.backend import R, T, TaskPool, Tick, WorkerLost, current_backend, local_cores
+from zeroloop.pipeline.runtime.process import init_worker_threads
 
 _progress_queue = None
-
-
-class WorkerLost(RuntimeError):
-    """A worker process died mid-task (killed, or out of memory), or a Ray
-    task failed more often than its retries."""
 
 
 def _die_with_parent(parent: int) -> None:
@@ -213,17 +146,12 @@ class ProcessPool:
         self.close()
 
 
-def local_cores() -> int:
-    """The cores this process may run on."""
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
-
-
 def default_workers() -> int:
     """One worker per core: this machine's, or the Ray cluster's CPUs."""
-    if _backend.kind == "ray":
-        from zeroloop.pipeline.raypool import cluster_cpus
+    if current_backend().kind == "ray":
+        from zeroloop.pipeline.runtime.raypool import cluster_cpus
 
-        return cluster_cpus(_backend)
+        return cluster_cpus(current_backend())
     return local_cores()
 
 
@@ -231,10 +159,10 @@ def make_pool(workers: int | None, tasks: int) -> TaskPool:
     """A pool of ``workers`` (0/None: one per core) on the current backend; on
     the local one, the inline pool when only one worker would be busy."""
     n = min(workers or default_workers(), max(tasks, 1))
-    if _backend.kind == "ray":
-        from zeroloop.pipeline.raypool import RayPool
+    if current_backend().kind == "ray":
+        from zeroloop.pipeline.runtime.raypool import RayPool
 
-        return RayPool(n, _backend)
+        return RayPool(n, current_backend())
     return InlinePool() if n <= 1 else ProcessPool(n)
 
 

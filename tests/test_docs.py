@@ -1,0 +1,138 @@
+"""The documentation site: it builds strictly, its params.yaml reference covers
+every key of params.yaml, the presets and the schema, and development.md's
+code layout matches the tree."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import get_args, get_origin
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from zeroloop.pipeline.params.reference import MARKER, fill_reference
+from zeroloop.pipeline.params.schema import FloatRange, IntRange, Params
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "src" / "zeroloop"
+PARAMS_FILES = [ROOT / "params.yaml", *sorted((ROOT / "presets").glob("*.yaml"))]
+
+
+def reference() -> str:
+    """docs/params.md as the site shows it (the hook's own call)."""
+    page = (ROOT / "docs" / "params.md").read_text()
+    return fill_reference(page, yaml.safe_load((ROOT / "params.yaml").read_text()))
+
+
+def reference_rows(markdown: str) -> dict[str, list[str]]:
+    """``key -> [type, default, allowed, params.yaml, meaning]`` for every table row."""
+    rows = {}
+    for line in markdown.splitlines():
+        m = re.match(r"^\| `([^`]+)` \|(.*)\|$", line)
+        if m:
+            rows[m.group(1)] = [c.strip() for c in re.split(r"(?<!\\)\|", m.group(2))]
+    return rows
+
+
+def yaml_keys(data: dict, prefix: str = "") -> list[str]:
+    """Every leaf key of a params file, dotted (``gate.sprt.alpha``)."""
+    out = []
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        out += yaml_keys(v, key + ".") if isinstance(v, dict) and v else [key]
+    return out
+
+
+def missing_keys(markdown: str, data: dict) -> list[str]:
+    """The keys of ``data`` the reference does not list. A generation number
+    reads as ``<g>``; a key inside a tuning range (``tune.c_puct.low``) is
+    covered by the range's row."""
+    rows = reference_rows(markdown)
+    missing = []
+    for key in yaml_keys(data):
+        key = ".".join("<g>" if part.isdigit() else part for part in key.split("."))
+        parent = key.rpartition(".")[0]
+        if key not in rows and not (parent in rows and rows[parent][0].startswith("range")):
+            missing.append(key)
+    return missing
+
+
+def schema_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every key the schema accepts, walked from the pydantic models."""
+    out = []
+    for name, field in model.model_fields.items():
+        ann = field.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel) and ann not in (FloatRange, IntRange):
+            out += schema_keys(ann, f"{prefix}{name}.")
+        elif get_origin(ann) is dict:
+            out += schema_keys(get_args(ann)[1], f"{prefix}{name}.<g>.")
+        else:
+            out.append(prefix + name)
+    return out
+
+
+def test_the_site_builds_strictly(tmp_path):
+    """`mkdocs build --strict`, in-process (the hook's import of zeroloop is
+    then shared with the suite): a broken link or anchor, a page missing from
+    the nav or from docs/, or a failing hook stops the build."""
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+
+    site = tmp_path / "site"
+    build(load_config(str(ROOT / "mkdocs.yml"), strict=True, site_dir=str(site)))
+    page = (site / "params" / "index.html").read_text()
+    assert "mcts.simulations" in page and "params-reference" not in page
+
+
+@pytest.mark.parametrize("path", PARAMS_FILES, ids=lambda p: p.name)
+def test_the_params_reference_lists_every_key_of_a_params_file(path):
+    assert missing_keys(reference(), yaml.safe_load(path.read_text())) == []
+
+
+def test_the_params_reference_lists_every_schema_key_with_its_meaning():
+    rows = reference_rows(reference())
+    keys = schema_keys(Params)
+    assert sorted(set(keys) - set(rows)) == [], "keys the reference leaves out"
+    assert sorted(set(rows) - set(keys)) == [], "rows for keys the schema does not have"
+    no_meaning = [k for k in keys if not rows[k][4]]
+    assert no_meaning == [], ("keys with no meaning written in the code: give each a Field description "
+                              "or a `name: text` line in its config's docstring")
+
+
+def test_a_key_left_out_of_the_reference_is_caught():
+    markdown = reference()
+    data = yaml.safe_load((ROOT / "params.yaml").read_text())
+    nested = next(k for k in yaml_keys(data) if k.count(".") == 2 and f"| `{k}` |" in markdown)
+    cut = "\n".join(line for line in markdown.splitlines() if not line.startswith(f"| `{nested}` |"))
+    assert missing_keys(cut, data) == [nested]
+
+
+def test_the_params_page_has_its_marker():
+    assert MARKER in (ROOT / "docs" / "params.md").read_text()
+    with pytest.raises(ValueError, match="marker"):
+        fill_reference("# no marker here", {})
+
+
+def layout_paths() -> list[str]:
+    """The paths in the first column of development.md's code-layout tables."""
+    text = (ROOT / "docs" / "development.md").read_text()
+    section = text.split("\n## Code layout\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([^`]+)` \|", section, flags=re.M)
+
+
+def test_the_code_layout_lists_exactly_the_tree():
+    """Every path listed exists (``x/`` a folder, else a file), every module
+    but ``__init__.py`` is listed, and so is every package (as ``x/``)."""
+    listed = layout_paths()
+    assert len(listed) == len(set(listed)), "a path listed twice"
+    absent = [p for p in listed
+              if not ((PACKAGE / p).is_dir() if p.endswith("/") else (PACKAGE / p).is_file())]
+    assert absent == [], "listed in docs/development.md but not in src/zeroloop"
+    modules = {p.relative_to(PACKAGE).as_posix() for p in PACKAGE.rglob("*.py")
+               if p.name != "__init__.py" and "__pycache__" not in p.parts}
+    packages = {p.parent.relative_to(PACKAGE).as_posix() + "/" for p in PACKAGE.rglob("__init__.py")
+                if p.parent != PACKAGE and p.parent.parent != PACKAGE}
+    unlisted = sorted((modules | packages) - set(listed))
+    assert unlisted == [], "in src/zeroloop but not in docs/development.md's code layout"
