@@ -25,6 +25,9 @@ SMOKE = {
         ["--workers", "1", "--games", "2", "--sims", "4", "--shard-games", "1", "--in-flight", "2",
          "--model", "random", "--rounds", "1"],
         ["local processes", "ray tasks", "ratio ray / local", "same games on both backends: yes"]),
+    "gate_simulation.py": (
+        ["--matches", "20", "--elo", "0", "70"],
+        ["chance of promotion / mean games played", "| fixed 40 games |", "| SPRT width"]),
     "train_throughput.py": (
         ["--samples", "64", "--batch", "32", "--threads", "1", "--blocks", "1", "--channels", "8"],
         ["raw PyTorch loop", "Lightning fit", "ratio Lightning / raw"]),
@@ -43,3 +46,34 @@ def test_benchmark_runs_with_tiny_settings(script):
     assert out.returncode == 0, out.stderr[-3000:]
     for line in expected:
         assert line in out.stdout, f"{script}: no {line!r} in\n{out.stdout}"
+
+
+def _gate_simulation():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gate_simulation", BENCHMARKS / "gate_simulation.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gate_simulation_model_and_a_known_answer():
+    """The simulation's games have the strength, draws and colour effect asked
+    for, and a fixed 40-game gate between equals without draws or colour
+    effect passes exactly as often as Binomial(40, 1/2) reaches 22 wins."""
+    from math import comb
+
+    from zeroloop.engine.rating import expected_score
+
+    sim = _gate_simulation()
+    m = sim.GameModel.fit(70.0, 0.2, 0.7)
+    (w1, d1, l1), (w2, d2, l2) = m.first, m.second
+    assert (w1 + d1 / 2 + w2 + d2 / 2) / 2 == pytest.approx(expected_score(70.0), abs=1e-6)
+    even = sim.GameModel.fit(0.0, 0.2, 0.7)
+    assert (even.first[1] + even.second[1]) / 2 == pytest.approx(0.2, abs=1e-6)
+    assert even.first[0] + even.first[1] / 2 == pytest.approx(0.7, abs=1e-6)
+    exact = sum(comb(40, k) for k in range(22, 41)) / 2**40  # 0.318
+    rule = next(r for r in sim.rules() if r.name == "fixed 40 games")
+    share, games = sim.simulate(rule, sim.GameModel.fit(0.0, 0.0, 0.5), 4000, seed=1)
+    assert games == 40 and share == pytest.approx(exact, abs=4 * (0.25 / 4000) ** 0.5)

@@ -1,12 +1,12 @@
-"""The generation steps' training choices: which network training starts from."""
+"""The generation steps' training choices: which network training starts from, dedup."""
 
 import pytest
 
+from zeroloop.pipeline.data.layout import Layout
+from zeroloop.pipeline.data.storage import load_model
 from zeroloop.pipeline.evaluation import evaluate_step, positions_step
 from zeroloop.pipeline.generation import gate_step, init_step, selfplay_step, train_step
-from zeroloop.pipeline.layout import Layout
 from zeroloop.pipeline.params import parse_params
-from zeroloop.pipeline.storage import load_model
 
 
 def _params(start_from="best", **changes):
@@ -35,9 +35,26 @@ def test_training_after_a_rejected_gate_continues_from_the_chosen_network(tmp_pa
     assert meta["trained_from"] == summary["trained_from"]
 
 
+def test_training_with_dedup_trains_on_each_distinct_position_once(tmp_path):
+    from zeroloop.pipeline.generation import checked_shards, replay_window
+    from zeroloop.pipeline.training.replay import load_replay
+
+    p = _params(train={"epochs": 1, "batch_size": 8, "dedup": True})
+    layout = Layout(tmp_path)
+    init_step(p, layout)
+    selfplay_step(p, layout, 1, 0, progress=False)
+    summary = train_step(p, layout, 1, 0, progress=False)
+    data = load_replay(p.make_game(), checked_shards(replay_window(p, layout, 1, 0)))
+    distinct = {row.tobytes() for row in data.planes}
+    # four tic-tac-toe games all start from the empty board: the window repeats positions
+    assert summary["samples"] == len(distinct) < summary["positions_played"] == len(data)
+
+
 def test_a_generation_with_every_learning_option_on(tmp_path):
     """Gumbel search, a playout cap, a mixed value target, AdamW without decay
-    on BatchNorm and continued training run through every step."""
+    on BatchNorm and continued training run through every step (a smoke test:
+    each option's effect is tested in test_learning_options.py, test_search.py,
+    test_training.py and above)."""
     p = _params("candidate",
                 mcts={"simulations": 8, "algorithm": "gumbel", "reuse_tree": False,
                       "max_considered_actions": 4},

@@ -92,7 +92,8 @@ def test_chosen_moves_follow_the_schedule_and_each_rows_generator():
     hot = MoveSchedule(temperature=1.0, temperature_moves=2)
     draws = [chosen_moves(res, [0, 5], hot, np.random.default_rng(s))[0] for s in range(200)]
     assert set(draws) == {0, 1, 2}  # sampled at ply 0 ...
-    assert all(chosen_moves(res, [0, 5], hot, np.random.default_rng(s))[1] == 2 for s in range(20))  # ... not at 5
+    # ... and not at ply 5, past temperature_moves
+    assert all(chosen_moves(res, [0, 5], hot, np.random.default_rng(s))[1] == 2 for s in range(20))
     # one generator per row: row 0's move depends on its own generator only
     a = chosen_moves(res, [0, 0], hot, [np.random.default_rng(1), np.random.default_rng(2)])
     b = chosen_moves(res, [0, 0], hot, [np.random.default_rng(1), np.random.default_rng(99)])

@@ -243,7 +243,7 @@ def test_training_reads_only_the_full_searches(tmp_path):
     from zeroloop.engine.nn import uniform_evaluator
     from zeroloop.engine.search import MoveSchedule
     from zeroloop.engine.selfplay import PlayoutCap, play_selfplay_games, records_to_arrays
-    from zeroloop.pipeline.storage import save_shard
+    from zeroloop.pipeline.data.storage import save_shard
     from zeroloop.pipeline.training.replay import load_replay
 
     game = make_game("tictactoe")
@@ -310,6 +310,86 @@ def test_improved_policy_from_completed_q_by_hand():
     np.testing.assert_allclose(p, np.exp(logits) / np.exp(logits).sum(), atol=1e-6)
 
 
+def test_gumbel_search_policy_target_and_move_by_hand():
+    """A whole Gumbel search on a root small enough to follow by hand.
+
+    Connect Four's opening, no Gumbel noise, 4 considered moves, 6 simulations,
+    c_visit 3, c_scale 0.5. The oracle gives every position the same priors;
+    the root is worth -0.5, each child a fixed value, every grandchild +0.3
+    (from its side to move, the root's player). Q in [-1, 1] is mapped to
+    [0, 1] by (q + 1) / 2, the game's fixed bounds (kernels.py; not mctx's
+    min-max over the root's children), so
+    sigma(q) = (c_visit + max_b N(b)) * c_scale * (q + 1) / 2.
+    """
+    game = make_game("connect4")
+    root = game.initial_state()
+    prior = np.array([0.04, 0.12, 0.25, 0.30, 0.15, 0.10, 0.04])
+    first_q = np.array([0.0, -0.8, -0.1, -0.5, 0.9, 0.0, 0.0])  # Q(root, a) of a child's own value
+    child_value = {game.apply(root, a): -first_q[a] for a in range(7)}  # from the child's side to move
+
+    def oracle(states):
+        values = [-0.5 if s == root else child_value[s] if s.ply == 1 else 0.3 for s in states]
+        assert all(s.ply <= 2 for s in states)  # 6 simulations never go deeper
+        return np.tile(prior.astype(np.float32), (len(states), 1)), np.asarray(values, np.float32)
+
+    c_visit, c_scale = 3.0, 0.5
+    cfg = _gumbel(6, max_considered_actions=4, c_visit=c_visit, c_scale=c_scale)
+    mcts = BatchedMCTS(game, oracle, cfg, 1, rng=np.random.default_rng(0))
+    mcts.set_root(0, root)
+    res = mcts.search([0])  # no noise: the considered moves are the 4 likeliest, 3, 2, 4, 1
+
+    def sigma(q, max_n):
+        return (c_visit + max_n) * c_scale * (np.asarray(q) + 1.0) / 2.0
+
+    # Sequential halving, schedule [0, 0, 0, 0, 1, 1]: one visit each to 3, 2, 4, 1; then two moves
+    # get a second visit, picked by log prior + sigma among those with one visit:
+    #   simulation 5 (max N 1, sigma = q + 1): 4: log .15 + 1.9 = 0.003 beats 2: log .25 + 0.9 = -0.486,
+    #     3: log .30 + 0.5 = -0.704, 1: log .12 + 0.2 = -1.92
+    #   simulation 6 (max N 2, sigma = 1.25 (q + 1)): 2: -1.386 + 1.125 = -0.261 beats 3: -1.204 + 0.625
+    # (the likeliest move, 3, gets no second visit: sigma decided). A second visit reaches a grandchild
+    # worth +0.3 to the root's player, so Q(a) = (first_q[a] + 0.3) / 2 there.
+    assert sigma(0.9, 1) + np.log(0.15) > sigma(-0.1, 1) + np.log(0.25) > sigma(-0.5, 1) + np.log(0.30)
+    assert sigma(-0.1, 2) + np.log(0.25) > sigma(-0.5, 2) + np.log(0.30)
+    visits = np.array([0, 1, 2, 1, 2, 0, 0], np.float64)
+    q = np.array([0.0, -0.8, (-0.1 + 0.3) / 2, -0.5, (0.9 + 0.3) / 2, 0.0, 0.0])  # 0 where unvisited
+    np.testing.assert_array_equal(res.visits[0], visits)
+    np.testing.assert_allclose(res.q[0], q, atol=1e-6)
+
+    # completed Q: an unvisited move gets v_mix = (v_root + sum N * sum_vis p q / sum_vis p) / (1 + sum N)
+    seen = visits > 0
+    v_mix = (-0.5 + visits.sum() * (prior[seen] * q[seen]).sum() / prior[seen].sum()) / (1 + visits.sum())
+    weighted = (0.12 * -0.8 + 0.25 * 0.1 + 0.30 * -0.5 + 0.15 * 0.6) / (0.12 + 0.25 + 0.30 + 0.15)
+    assert v_mix == pytest.approx((-0.5 + 6 * weighted) / 7)
+    completed = np.where(seen, q, v_mix)
+
+    def softmax_of(logits):
+        e = np.exp(logits - logits.max())
+        return e / e.sum()
+
+    expected = softmax_of(np.log(prior) + sigma(completed, visits.max()))  # max N = 2: sigma = 1.25 (q + 1)
+    np.testing.assert_allclose(expected, [0.0326, 0.0468, 0.3000, 0.1701, 0.3363, 0.0816, 0.0326], atol=1e-4)
+    np.testing.assert_allclose(res.policy[0], expected, atol=1e-5)
+    # the expected numbers tell a wrong sigma apart: each of these misses them by more than 0.02
+    wrong = {
+        "c_scale doubled": softmax_of(np.log(prior) + 2 * sigma(completed, visits.max())),
+        "sum N for max N": softmax_of(np.log(prior) + sigma(completed, visits.sum())),
+        "q unnormalised": softmax_of(np.log(prior) + (c_visit + visits.max()) * c_scale * completed),
+        "min-max q (mctx)": softmax_of(np.log(prior) + (c_visit + visits.max()) * c_scale
+                                       * (completed - completed.min()) / (completed.max() - completed.min())),
+        "v_root for v_mix": softmax_of(np.log(prior) + sigma(np.where(seen, q, -0.5), visits.max())),
+        "visit counts": visits / visits.sum(),
+        "prior": prior,
+    }
+    for name, other in wrong.items():
+        assert np.abs(other - expected).max() > 0.02, name
+
+    # The move: among the most visited considered moves (2 and 4), the largest log prior + sigma(Q):
+    # 4: log .15 + 1.25 * 1.6 = 0.103 beats 2: log .25 + 1.25 * 1.1 = -0.011. Neither the likeliest
+    # move (3), nor the first most visited (2), nor the likelier of the two (2).
+    assert np.log(0.15) + sigma(0.6, 2) > np.log(0.25) + sigma(0.1, 2)
+    assert res.action[0] == 4
+
+
 def _threat_oracle(game):
     """Uniform priors; value +1 when the side to move can win at once, else 0."""
     def ev(states):
@@ -341,7 +421,7 @@ def test_gumbel_needs_a_fresh_tree_and_one_leaf_per_step():
         SearchConfig(algorithm="gumbel", reuse_tree=False, leaves_per_game=4)
 
 
-def test_gumbel_selfplay_records_the_improved_policy_and_is_reproducible():
+def test_gumbel_selfplay_is_reproducible():
     from zeroloop.engine.nn import uniform_evaluator as uni
     from zeroloop.engine.search import MoveSchedule
     from zeroloop.engine.selfplay import play_selfplay_games
@@ -355,3 +435,48 @@ def test_gumbel_selfplay_records_the_improved_policy_and_is_reproducible():
         assert np.allclose(rec.policies.sum(axis=1), 1.0, atol=1e-5)
     # Gumbel noise makes the games differ from one another
     assert len({tuple(r.actions) for r in runs[0]}) > 1
+
+
+def test_gumbel_selfplay_records_the_improved_policy_and_plays_the_halving_winner(monkeypatch):
+    """Each recorded policy is its search's improved policy (not the visit
+    distribution) and each move the sequential halving's winner, for every
+    game of a batch (two games share each search; the Gumbel noise, with 4 of
+    the legal moves considered, makes them differ)."""
+    from zeroloop.engine import selfplay
+
+    game = make_game("tictactoe")
+    base = np.exp(np.linspace(0, 2, game.num_actions)).astype(np.float32)
+
+    def oracle(states):  # skewed priors, values that vary with the position: sigma matters
+        values = [np.sin(0.37 * s.me + 0.61 * s.opp) for s in states]
+        return np.tile(base, (len(states), 1)), np.asarray(values, np.float32)
+
+    searched = []  # (slot, root state, SearchResult row) per searched slot, in order
+
+    class Recorded(BatchedMCTS):
+        def search(self, slots, **kw):
+            res = super().search(slots, **kw)
+            for j, g in enumerate(slots):
+                searched.append((int(g), self.root_state(int(g)), res.policy[j].copy(), int(res.action[j]),
+                                 res.visits[j].copy()))
+            return res
+
+    monkeypatch.setattr(selfplay, "BatchedMCTS", Recorded)
+    seeds = [np.random.SeedSequence([4, k]) for k in range(2)]
+    records = selfplay.play_selfplay_games(game, oracle, _gumbel(8, max_considered_actions=4), MoveSchedule(),
+                                           seeds, in_flight=2)
+    assert records[0].actions != records[1].actions  # the noise picks other moves: the rows differ
+    differs_from_visits = halving_not_most_visited = 0
+    for slot, rec in enumerate(records):  # two games, two slots: game k plays in slot k
+        mine = [s for s in searched if s[0] == slot]
+        assert len(mine) == len(rec.actions) >= 5
+        for t, (_, state, policy, action, visits) in enumerate(mine):
+            assert state == game.play(rec.actions[:t])
+            np.testing.assert_array_equal(rec.policies[t], policy.astype(np.float32))
+            assert rec.actions[t] == action
+            if game.legal_mask(state).sum() > 1:
+                assert np.abs(rec.policies[t] - visits / visits.sum()).max() > 1e-3
+                differs_from_visits += 1
+            halving_not_most_visited += action != int(visits.argmax())
+    assert differs_from_visits >= 8
+    assert halving_not_most_visited >= 1  # so the check on the move tells it from the most visited one

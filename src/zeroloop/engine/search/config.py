@@ -38,7 +38,8 @@ class SearchConfig:
         ``max_considered_actions`` moves and sequential halving over the
         simulations; below it, deterministic selection from the improved
         policy; the improved policy (from completed Q-values, with
-        ``sigma(q) = (c_visit + max N) * c_scale * q``) is the policy target and
+        ``sigma(q) = (c_visit + max N) * c_scale * q``, q mapped from [-1, 1]
+        to [0, 1] as (q + 1) / 2) is the policy target and
         the halving's winner the move played. Each search starts from a fresh
         tree (``reuse_tree: false``) with one leaf per game and step.
     max_considered_actions: ``gumbel``: root moves sampled by Gumbel-top-k for
