@@ -68,7 +68,7 @@ def test_gate_simulation_model_and_a_known_answer():
 
     sim = _gate_simulation()
     m = sim.GameModel.fit(70.0, 0.2, 0.7)
-    (w1, d1, l1), (w2, d2, l2) = m.first, m.second
+    (w1, d1, _), (w2, d2, _) = m.first, m.second
     assert (w1 + d1 / 2 + w2 + d2 / 2) / 2 == pytest.approx(expected_score(70.0), abs=1e-6)
     even = sim.GameModel.fit(0.0, 0.2, 0.7)
     assert (even.first[1] + even.second[1]) / 2 == pytest.approx(0.2, abs=1e-6)

@@ -1,39 +1,53 @@
 """Compliance tests for every game, plus game-specific rule tests.
 
-The compliance part plays seeded random games (``numpy.random.default_rng``)
-with each game and checks the conventions of :mod:`zeroloop.engine.games.base` on
-every position reached: termination and outcomes, legal masks and illegal
-moves, immutability, the input planes, symmetries (including that moves
-commute with them), notation round trips and reproducibility. The rules
-themselves are cross-checked against small, slow reference implementations
-written here on plain cell grids (k in a row; Othello moves and flips).
+The compliance test runs :func:`~zeroloop.engine.games.check_game` over every
+game: seeded random games checked against the conventions of
+:mod:`zeroloop.engine.games.base` on every position reached (termination and
+outcomes, legal masks and illegal moves, immutability, the input planes,
+symmetries commuting with the rules, notation round trips); deliberately
+broken games show that each check can fail, by name. The rules themselves are
+cross-checked against small, slow reference implementations written here on
+plain cell grids (k in a row; Othello moves and flips).
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
+import itertools
+import os
+import subprocess
+import sys
 from functools import cache
 
 import numpy as np
 import pytest
 
 from zeroloop.engine.games import (
+    ENTRY_POINT_GROUP,
+    GAME_NAMES,
     ConnectFour,
     Game,
+    GameCheckError,
+    GameReport,
     Gomoku,
     IllegalMoveError,
     Othello,
     State,
+    Symmetry,
     TicTacToe,
+    check_game,
     first_player_result,
     make_game,
+    register_game,
+    unregister_game,
 )
+from zeroloop.engine.games.check import GARBAGE as DEFAULT_GARBAGE
+from zeroloop.engine.games.check import INVARIANTS
 
 GAMES = ["tictactoe", "connect4", "gomoku", "gomoku-8x8-5", "othello", "othello-6x6"]
 K_IN_A_ROW = ["tictactoe", "connect4", "gomoku", "gomoku-8x8-5"]
 OTHELLOS = ["othello", "othello-6x6"]
-#: the symmetry tests also run on a non-square board (4 symmetries, not 8)
+#: the compliance test also runs on a non-square board (4 symmetries, not 8)
 SYMMETRY_GAMES = GAMES + ["gomoku-5x7-4"]
 
 #: random games played per game for the compliance checks
@@ -41,6 +55,8 @@ N_PLAYOUTS = {"othello": 8}
 DEFAULT_PLAYOUTS = 20
 #: positions per game on which the (costlier) symmetry checks run
 N_SYMMETRY_STATES = 12
+#: text every game's notation rejects ("0" too: none numbers moves from 0)
+GARBAGE = (*DEFAULT_GARBAGE, "0")
 
 
 # -- helpers -----------------------------------------------------------------
@@ -78,26 +94,6 @@ def playouts(name: str) -> tuple[tuple[tuple[int, ...], tuple[State, ...]], ...]
         actions, states = random_playout(game, seed)
         out.append((tuple(actions), tuple(states)))
     return tuple(out)
-
-
-def all_states(name: str) -> list[State]:
-    return [s for _, states in playouts(name) for s in states]
-
-
-def sampled_states(name: str, n: int, seed: int = 1234) -> list[State]:
-    """``n`` distinct positions from the playouts, always including the start
-    and at least one finished position."""
-    states = list(dict.fromkeys(all_states(name)))
-    rng = np.random.default_rng(seed)
-    picked = [states[i] for i in rng.choice(len(states), size=min(n, len(states)), replace=False)]
-    game = game_of(name)
-    picked.append(game.initial_state())
-    picked.append(playouts(name)[0][1][-1])
-    return list(dict.fromkeys(picked))
-
-
-def is_pass(game: Game, action: int) -> bool:
-    return isinstance(game, Othello) and action == game.pass_action
 
 
 def popcount(x: int) -> int:
@@ -158,23 +154,204 @@ def play_text(game: Game, moves: str) -> State:
 # -- compliance: every game --------------------------------------------------
 
 
-@pytest.mark.parametrize("name", GAMES)
-def test_make_game_and_protocol(name):
+def test_every_named_game_is_checked():
+    """Every game make_game names by default is in the compliance test below."""
+    assert set(GAME_NAMES) - {"gomoku-RxC-K"} <= set(GAMES)
+
+
+@pytest.mark.parametrize("name", SYMMETRY_GAMES)
+def test_game_complies(name):
+    """check_game's invariants (the protocol, termination and outcomes, legal
+    masks and illegal moves, immutability, determinism, the input planes,
+    symmetries commuting with the rules, notation) on seeded random games,
+    then what is particular to each game."""
     game = game_of(name)
-    assert isinstance(game, Game)
-    assert isinstance(game.name, str) and game.name
+    lines = N_PLAYOUTS.get(name, DEFAULT_PLAYOUTS)
+    report = check_game(game, lines=lines, symmetry_positions=N_SYMMETRY_STATES,
+                        only_mover_wins=name not in OTHELLOS, garbage=GARBAGE)
+    assert isinstance(report, GameReport) and report.game == game.name
+    assert report.registered and report.lines == lines and sum(report.results) == lines
+    assert report.positions > lines and report.symmetry_positions >= N_SYMMETRY_STATES
+    assert report.checks == INVARIANTS
+    # a fresh game object from the same name starts from the same position
+    assert make_game(name).initial_state() == game.initial_state()
     if isinstance(game, ConnectFour):
         assert game.num_actions == game.cols
     elif isinstance(game, Othello):
         assert game.num_actions == game.rows * game.cols + 1
         assert game.pass_action == game.rows * game.cols
+        assert all(sym.action(game.pass_action) == game.pass_action for sym in game.symmetries())
     else:
         assert game.num_actions == game.rows * game.cols
-    s0 = game.initial_state()
-    assert isinstance(s0, State)
-    assert s0.ply == 0 and s0.outcome is None and s0.last == -1 and s0.first_to_move
-    # a fresh game object starts from the same position
-    assert make_game(name).initial_state() == s0
+    expected = 2 if isinstance(game, ConnectFour) else 8 if game.rows == game.cols else 4
+    assert report.symmetries == len(game.symmetries()) == expected
+
+
+def test_check_game_is_seeded():
+    game = game_of("tictactoe")
+    assert check_game(game, rng=5) == check_game(game, rng=np.random.default_rng(5))
+    assert check_game(game, rng=5) != check_game(game, rng=6)
+    assert check_game(game, lines=1).lines == 1
+    with pytest.raises(ValueError, match="lines"):
+        check_game(game, lines=0)
+
+
+def test_connect4_last_move_plane_is_the_top_of_its_column():
+    game = game_of("connect4")
+    for actions, states in playouts("connect4"):
+        x = game.encode(list(states))
+        for a, p in zip(actions, x[1:]):
+            cell = int(np.flatnonzero(p[2].reshape(-1))[0])
+            assert cell % game.cols == a
+            col = (p[0] + p[1])[:, a]
+            assert cell // game.cols == int(np.flatnonzero(col)[0])
+
+
+# -- check_game catches broken games --------------------------------------------
+
+
+class FlipUpDownConnectFour(ConnectFour):
+    """Claims that flipping the board upside down is a symmetry: gravity says no."""
+
+    def symmetries(self):
+        flip = np.arange(42).reshape(6, 7)[::-1].reshape(-1)
+        return [Symmetry("identity", np.arange(42), np.arange(7)), Symmetry("flip_ud", flip, np.arange(7))]
+
+
+class MisalignedSymmetryTicTacToe(TicTacToe):
+    """rot90 moves the stones one way and the policy the other."""
+
+    def symmetries(self):
+        syms = super().symmetries()
+        by_name = {s.name: s for s in syms}
+        return [Symmetry(s.name, s.cell_src, by_name["rot270"].action_src) if s.name == "rot90" else s
+                for s in syms]
+
+
+class MutatingTicTacToe(TicTacToe):
+    """apply writes the move into the state it was given."""
+
+    def apply(self, state, action):
+        child = super().apply(state, action)
+        object.__setattr__(state, "last", action)
+        return child
+
+
+class ChannelsLastTicTacToe(TicTacToe):
+    def encode(self, states):
+        return np.ascontiguousarray(super().encode(states).transpose(0, 2, 3, 1))
+
+
+class MoverWinsTicTacToe(TicTacToe):
+    """Scores a win for the player who made the line: the classic flipped sign."""
+
+    def apply(self, state, action):
+        child = super().apply(state, action)
+        if child.outcome:
+            child = dataclasses.replace(child, outcome=-child.outcome)
+        return child
+
+
+class AlwaysXWinsTicTacToe(TicTacToe):
+    def describe_outcome(self, state):
+        return "game in progress" if state.outcome is None else "X wins"
+
+
+class BoardInObjectTicTacToe(TicTacToe):
+    """Plays on the board it returned last, not on the state it is given."""
+
+    def initial_state(self):
+        self._board = super().initial_state()
+        return self._board
+
+    def apply(self, state, action):
+        self._board = super().apply(self._board, action)
+        return self._board
+
+
+class SharedMaskTicTacToe(TicTacToe):
+    def legal_mask(self, state):
+        self._mask = getattr(self, "_mask", None)
+        if self._mask is None:
+            self._mask = np.zeros(9, dtype=bool)
+        self._mask[:] = super().legal_mask(state)
+        return self._mask
+
+
+class BlankWhenOverTicTacToe(TicTacToe):
+    """Encodes a finished game as empty planes: planes must not read the outcome."""
+
+    def encode(self, states):
+        x = super().encode(states)
+        x[[s.outcome is not None for s in states]] = 0.0
+        return x
+
+
+class ShortTicTacToe(TicTacToe):
+    max_moves = 5
+
+
+class OffByOneNotationTicTacToe(TicTacToe):
+    def parse_action(self, text):
+        return super().parse_action(text) + (text.strip() != "9")
+
+
+@pytest.mark.parametrize("broken,kwargs,invariant,message", [
+    (FlipUpDownConnectFour, {}, "symmetry",
+     r"^symmetry 1 \(flip_ud\) does not commute with apply: .* "
+     r"\(at the start position, move '1' \(action 0\)\)$"),
+    (MisalignedSymmetryTicTacToe, {}, "symmetries",
+     r"^symmetries: symmetry 5 \(rot90\): moves cell actions unlike their cells"),
+    (MutatingTicTacToe, {}, "immutability",
+     r"^immutability: apply mutated its input state: last -1 -> \d \(at the start position, move"),
+    (ChannelsLastTicTacToe, {}, "encode",
+     r"^encode: encode of 1 position\(s\) must give float32 planes \[B, 4, H, W\] = \(1, 4, 3, 3\), "
+     r"got float32 \(1, 3, 3, 4\) \(at the start position\)$"),
+    (MoverWinsTicTacToe, {"only_mover_wins": True}, "outcome",
+     r"^outcome: the side to move won by its opponent's move.*is the sign flipped\?.*\(at the position after "
+     r"'\d+' = actions \[[\d, ]+\] \(ply \d\)\)$"),
+    (AlwaysXWinsTicTacToe, {}, "outcome", r"^outcome: describe_outcome is 'X wins', but outcome .* means"),
+    (BoardInObjectTicTacToe, {}, "determinism",
+     r"^determinism: replaying the move gave IllegalMoveError\('the game is over.*\(does the game object "
+     r"keep state\?\) \(at the position after"),
+    (BlankWhenOverTicTacToe, {}, "encode",
+     r"^encode: encode must read only me, opp, last and the side to move .*\(at the start position\)$"),
+    (SharedMaskTicTacToe, {}, "legal mask",
+     r"^legal mask: legal_mask returned an array the game keeps using .*\(at the start position\)$"),
+    (ShortTicTacToe, {}, "termination",
+     r"^termination: the game is still running after max_moves = 5 plies \(at the position after"),
+    (OffByOneNotationTicTacToe, {}, "notation",
+     r"^notation: parse_action\(format_action\(0\) = '1'\) gave 1, not 0$"),
+])
+def test_check_game_names_the_broken_invariant(broken, kwargs, invariant, message):
+    with pytest.raises(GameCheckError, match=message) as info:
+        check_game(broken(), **kwargs)
+    assert isinstance(info.value, AssertionError)
+    assert info.value.invariant == invariant and invariant in INVARIANTS
+
+
+def test_check_game_error_gives_the_moves_to_the_broken_position():
+    game = MoverWinsTicTacToe()
+    assert check_game(game).game == "tictactoe"  # without the hint the flipped sign cannot show
+    with pytest.raises(GameCheckError) as info:
+        check_game(game, only_mover_wins=True)
+    moves = info.value.moves
+    assert moves and game.play(moves).outcome == 1.0
+    assert game.format_moves(moves) in str(info.value)
+    # the unbroken game, same line: the side to move has lost
+    assert game_of("tictactoe").play(moves).outcome == -1.0
+
+
+def test_check_game_reports_a_crash_where_it_happened():
+    class CrashingEncode(TicTacToe):
+        def encode(self, states):
+            if any(s.ply == 3 for s in states):
+                raise IndexError("plane out of range")
+            return super().encode(states)
+
+    with pytest.raises(GameCheckError, match=r"^encode: the game raised IndexError: plane out") as info:
+        check_game(CrashingEncode())
+    assert isinstance(info.value.__cause__, IndexError)
 
 
 def test_make_game_names_and_unknown():
@@ -188,181 +365,6 @@ def test_make_game_names_and_unknown():
 
 
 @pytest.mark.parametrize("name", GAMES)
-def test_playouts_terminate_with_valid_outcome(name):
-    game = game_of(name)
-    for actions, states in playouts(name):
-        assert len(actions) <= game.max_moves, "game did not end within max_moves"
-        final = states[-1]
-        assert final.outcome in (-1.0, 0.0, 1.0)
-        assert final.ply == len(actions)
-        for s in states[:-1]:
-            assert s.outcome is None
-            mask = game.legal_mask(s)
-            assert mask.any(), "a running game must have a legal action"
-        for i, s in enumerate(states):
-            assert s.ply == i
-        mask = game.legal_mask(final)
-        assert mask.shape == (game.num_actions,) and not mask.any()
-        for a in range(game.num_actions):
-            with pytest.raises(IllegalMoveError):
-                game.apply(final, a)
-
-
-@pytest.mark.parametrize("name", GAMES)
-def test_legal_mask_illegal_moves_and_immutability(name):
-    game = game_of(name)
-    rng = np.random.default_rng(7)
-    for actions, states in playouts(name):
-        for s, a in zip(states[:-1], actions):
-            snapshot = copy.copy(s)
-            mask = game.legal_mask(s)
-            assert isinstance(mask, np.ndarray)
-            assert mask.shape == (game.num_actions,) and mask.dtype == np.bool_
-            assert mask[a]
-            illegal = np.flatnonzero(~mask)
-            for b in rng.permutation(illegal)[:3]:
-                with pytest.raises(IllegalMoveError):
-                    game.apply(s, int(b))
-            for b in (-1, game.num_actions):
-                with pytest.raises(IllegalMoveError):
-                    game.apply(s, b)
-            t = game.apply(s, a)
-            assert s == snapshot, "apply mutated its input state"
-            assert t is not s and t.ply == s.ply + 1 and t.last == a
-            # the mask is a fresh array: scribbling on it changes nothing
-            mask[:] = ~mask
-            assert np.array_equal(game.legal_mask(s), ~mask)
-    s0 = game.initial_state()
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        s0.me = 1  # type: ignore[misc]
-
-
-@pytest.mark.parametrize("name", GAMES)
-def test_encode_planes(name):
-    game = game_of(name)
-    hw = game.rows * game.cols
-    for actions, states in playouts(name):
-        x = game.encode(list(states))
-        assert isinstance(x, np.ndarray)
-        assert x.dtype == np.float32 and x.shape == (len(states), 4, game.rows, game.cols)
-        # the batch agrees with one-by-one encoding
-        for i in (0, len(states) // 2, len(states) - 1):
-            assert np.array_equal(game.encode([states[i]])[0], x[i])
-        for i, s in enumerate(states):
-            p = x[i]
-            assert set(np.unique(p[:2])) <= {0.0, 1.0}
-            assert not np.any((p[0] == 1) & (p[1] == 1)), "two stones on one cell"
-            assert int(p[0].sum()) == popcount(s.me)
-            assert int(p[1].sum()) == popcount(s.opp)
-            assert int(p[0].sum() + p[1].sum()) == popcount(s.me | s.opp)
-            assert np.all(p[3] == (1.0 if s.ply % 2 == 0 else 0.0))
-            assert set(np.unique(p[2])) <= {0.0, 1.0} and p[2].sum() <= 1
-            if i == 0:
-                assert p[2].sum() == 0, "no last move at the start"
-                continue
-            a = actions[i - 1]
-            if is_pass(game, a):
-                assert p[2].sum() == 0, "a pass leaves plane 2 empty"
-                continue
-            assert p[2].sum() == 1, "a non-pass move marks exactly one cell"
-            cell = int(np.flatnonzero(p[2].reshape(-1))[0])
-            assert 0 <= cell < hw
-            # the marked cell holds a stone of the player who just moved
-            assert p[1].reshape(-1)[cell] == 1
-            if isinstance(game, ConnectFour):
-                assert cell % game.cols == a
-                # and it is the top stone of that column
-                col = (p[0] + p[1])[:, a]
-                assert cell // game.cols == int(np.flatnonzero(col)[0])
-            else:
-                assert cell == a
-
-
-@pytest.mark.parametrize("name", SYMMETRY_GAMES)
-def test_symmetry_structure(name):
-    game = game_of(name)
-    syms = game.symmetries()
-    hw, n_act = game.rows * game.cols, game.num_actions
-    assert syms[0].name == "identity"
-    assert np.array_equal(syms[0].cell_src, np.arange(hw))
-    assert np.array_equal(syms[0].action_src, np.arange(n_act))
-    assert len({s.name for s in syms}) == len(syms)
-    assert len({tuple(s.cell_src) for s in syms}) == len(syms), "duplicate symmetries"
-    expected = 2 if isinstance(game, ConnectFour) else 8 if game.rows == game.cols else 4
-    assert len(syms) == expected
-    cell_maps = {tuple(s.cell_src) for s in syms}
-    for sym in syms:
-        assert sorted(sym.cell_src.tolist()) == list(range(hw))
-        perm = sym.policy(np.arange(n_act))
-        assert perm.shape == (n_act,)
-        assert sorted(perm.tolist()) == list(range(n_act)), "policy map is not a permutation"
-        for a in range(n_act):
-            assert sym.policy(np.arange(n_act))[sym.action(a)] == a
-        if isinstance(game, Othello):
-            assert sym.action(game.pass_action) == game.pass_action
-        # batched planes / policies map like single ones
-        x = np.random.default_rng(0).random((3, 4, game.rows, game.cols))
-        assert np.array_equal(sym.planes(x)[1], sym.planes(x[1]))
-        # the set of symmetries is closed under composition (a group)
-        for other in syms:
-            assert tuple(sym.cell_src[other.cell_src]) in cell_maps
-
-
-@pytest.mark.parametrize("name", SYMMETRY_GAMES)
-def test_symmetries_commute_with_rules(name):
-    game = game_of(name)
-    syms = game.symmetries()
-    for s in sampled_states(name, N_SYMMETRY_STATES):
-        x = game.encode([s])[0]
-        mask = game.legal_mask(s)
-        legal = np.flatnonzero(mask)
-        children = {int(a): game.apply(s, int(a)) for a in legal}
-        for sym in syms:
-            t = game.transform(s, sym)
-            assert isinstance(t, State)
-            assert t.outcome == s.outcome and t.ply == s.ply
-            assert popcount(t.me) == popcount(s.me) and popcount(t.opp) == popcount(s.opp)
-            assert np.array_equal(game.encode([t])[0], sym.planes(x)), sym.name
-            assert np.array_equal(game.legal_mask(t), sym.policy(mask)), sym.name
-            for a, child in children.items():
-                moved = game.apply(t, sym.action(a))
-                assert moved == game.transform(child, sym), (sym.name, game.format_action(a))
-        # the identity maps every position to itself
-        assert game.transform(s, syms[0]) == s
-
-
-@pytest.mark.parametrize("name", GAMES)
-def test_notation_round_trips(name):
-    game = game_of(name)
-    for a in range(game.num_actions):
-        text = game.format_action(a)
-        assert isinstance(text, str) and text
-        assert game.parse_action(text) == a
-    for actions, states in playouts(name):
-        text = game.format_moves(list(actions))
-        assert isinstance(text, str)
-        assert game.parse_moves(text) == list(actions)
-        # the notation replays to the same final position
-        assert play_text(game, text) == states[-1]
-    assert game.parse_moves("") == []
-    for s in sampled_states(name, 10):
-        out = game.render(s)
-        assert isinstance(out, str) and out.strip()
-
-
-@pytest.mark.parametrize("name", GAMES)
-@pytest.mark.parametrize("garbage", ["zz", "0", "?", "!!", "z99"])
-def test_parse_garbage_raises(name, garbage):
-    game = game_of(name)
-    with pytest.raises(IllegalMoveError) as info:
-        game.parse_moves(garbage)
-    assert str(info.value).strip()
-    with pytest.raises(IllegalMoveError) as info:
-        game.parse_action(garbage)
-    assert str(info.value).strip()
-
-
-@pytest.mark.parametrize("name", GAMES)
 def test_seeded_playouts_are_reproducible(name):
     game = game_of(name)
     for seed in (0, 3, 7):
@@ -372,6 +374,81 @@ def test_seeded_playouts_are_reproducible(name):
         assert a1 == list(playouts(name)[seed][0])
     # the seed matters: not all games are the same
     assert len({acts for acts, _ in playouts(name)}) > 1
+
+
+# -- the registry: games from outside the package ------------------------------
+
+
+class RenamedTicTacToe(TicTacToe):
+    name = "tictactoe-renamed"
+
+
+def test_register_game_makes_make_game_build_it():
+    register_game("tictactoe-renamed", RenamedTicTacToe, description="tic-tac-toe by another name")
+    try:
+        game = make_game(" TicTacToe-Renamed ")
+        assert isinstance(game, RenamedTicTacToe) and game.name == "tictactoe-renamed"
+        assert GAME_NAMES["tictactoe-renamed"] == "tic-tac-toe by another name"
+        assert check_game(game, lines=2).registered
+        with pytest.raises(ValueError, match="is taken"):
+            register_game("tictactoe-renamed", RenamedTicTacToe)
+    finally:
+        unregister_game("tictactoe-renamed")
+    assert "tictactoe-renamed" not in GAME_NAMES
+    with pytest.raises(ValueError, match="unknown game"):
+        make_game("tictactoe-renamed")
+    assert not check_game(RenamedTicTacToe(), lines=2).registered
+
+
+@pytest.mark.parametrize("name,factory,message", [
+    ("connect4", ConnectFour, "is taken"),
+    ("gomoku-9x9-5", lambda: Gomoku(9, 9, 5), "is taken"),  # the pattern's names are taken too
+    ("My Game", RenamedTicTacToe, "lowercase"),
+    ("ttt", RenamedTicTacToe, "must build a Game named 'ttt'"),  # the pipeline rebuilds games by name
+    ("thing", object, "must build a Game"),
+])
+def test_register_game_refuses(name, factory, message):
+    before = dict(GAME_NAMES)
+    with pytest.raises(ValueError, match=message):
+        register_game(name, factory)
+    assert GAME_NAMES == before
+
+
+def test_a_registered_factory_that_changes_its_name_fails_by_name():
+    built = itertools.chain([RenamedTicTacToe()], itertools.repeat(TicTacToe()))  # right once, then wrong
+    register_game("tictactoe-renamed", lambda: next(built))
+    try:
+        with pytest.raises(ValueError, match="built a game named 'tictactoe'"):
+            make_game("tictactoe-renamed")
+        with pytest.raises(GameCheckError, match="^registry: make_game"):
+            check_game(RenamedTicTacToe(), lines=1)
+    finally:
+        unregister_game("tictactoe-renamed")
+
+
+def test_entry_point_games_are_found_in_every_process(tmp_path, monkeypatch):
+    """A package lists its games under the entry-point group; make_game finds
+    them in any process (DVC stages, spawned workers) with no registration."""
+    (tmp_path / "zl_plugin_games.py").write_text(
+        "from zeroloop.engine.games import TicTacToe\n\n\n"
+        "class PluginTicTacToe(TicTacToe):\n    name = 'tictactoe-plugin'\n")
+    dist = tmp_path / "zl_plugin_games-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: zl-plugin-games\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        f"[{ENTRY_POINT_GROUP}]\ntictactoe-plugin = zl_plugin_games:PluginTicTacToe\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        game = make_game("tictactoe-plugin")
+        assert type(game).__name__ == "PluginTicTacToe" and check_game(game, lines=2).registered
+        with pytest.raises(ValueError, match="tictactoe-plugin"):  # listed among the valid names
+            make_game("chess")
+    finally:
+        sys.modules.pop("zl_plugin_games", None)
+    code = "from zeroloop.engine.games import make_game; print(make_game('tictactoe-plugin').name)"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "tictactoe-plugin", out.stderr
 
 
 # -- reference rules: k in a row ----------------------------------------------

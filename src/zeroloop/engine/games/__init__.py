@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from zeroloop.engine.games.base import (
     Game,
@@ -12,14 +13,16 @@ from zeroloop.engine.games.base import (
     first_player_result,
     random_line,
 )
+from zeroloop.engine.games.check import GameCheckError, GameReport, check_game
 from zeroloop.engine.games.connect4 import ConnectFour
 from zeroloop.engine.games.gomoku import Gomoku
 from zeroloop.engine.games.othello import Othello
 from zeroloop.engine.games.tictactoe import TicTacToe
 
 __all__ = [
-    "GAME_NAMES", "ConnectFour", "Game", "Gomoku", "IllegalMoveError", "Othello",
-    "State", "Symmetry", "TicTacToe", "first_player_result", "make_game", "random_line",
+    "ENTRY_POINT_GROUP", "GAME_NAMES", "ConnectFour", "Game", "GameCheckError", "GameReport", "Gomoku",
+    "IllegalMoveError", "Othello", "State", "Symmetry", "TicTacToe", "check_game", "first_player_result",
+    "make_game", "random_line", "register_game", "unregister_game",
 ]
 
 #: Names accepted by :func:`make_game`, with what each means.
@@ -33,9 +36,56 @@ GAME_NAMES = {
 }
 
 
+#: The entry-point group a package lists its games in, ``name = "module:factory"``,
+#: so that every process (DVC stages, spawned workers) finds them by name.
+ENTRY_POINT_GROUP = "zeroloop.games"
+
+_registered: dict[str, Callable[[], Game]] = {}
+
+
+def register_game(name: str, factory: Callable[[], Game], *, description: str = "") -> None:
+    """Make ``make_game(name)``, and so params.yaml's ``game: name``, build ``factory()``.
+
+    ``name`` is lowercase and is the ``name`` of the game built: the pipeline
+    stores ``game.name`` and rebuilds games from it. A registration lasts as long
+    as this process; DVC stages and worker processes find a game through an entry
+    point of group :data:`ENTRY_POINT_GROUP` instead (docs/adding-a-game.md).
+    """
+    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]*", name):
+        raise ValueError(f"game name {name!r}: use lowercase letters, digits, '.', '_' and '-'")
+    if name in _registered or _builtin(name) is not None:
+        raise ValueError(f"game name {name!r} is taken")
+    built = factory()
+    if not isinstance(built, Game) or built.name != name:
+        raise ValueError(f"register_game({name!r}): the factory built {built!r} named "
+                         f"{getattr(built, 'name', None)!r}; it must build a Game named {name!r}")
+    _registered[name] = factory
+    GAME_NAMES[name] = description or "registered with register_game"
+
+
+def unregister_game(name: str) -> None:
+    """Undo :func:`register_game` (KeyError for a name that is not registered)."""
+    del _registered[name]
+    GAME_NAMES.pop(name, None)
+
+
 def make_game(name: str) -> Game:
     """Build a game from its name; raises ValueError listing the valid names."""
     key = name.strip().lower()
+    if (game := _builtin(key)) is not None:
+        return game
+    factory = _registered.get(key) or _entry_point(key)
+    if factory is None:
+        names = ", ".join([*GAME_NAMES, *_entry_point_names()])
+        raise ValueError(f"unknown game {name!r}; choose one of: {names}")
+    game = factory()
+    if game.name != key:
+        raise ValueError(f"the factory of game {key!r} built a game named {game.name!r}: a game must "
+                         f"be registered under its own name")
+    return game
+
+
+def _builtin(key: str) -> Game | None:
     if key in ("tictactoe", "tic-tac-toe"):
         return TicTacToe()
     if key in ("connect4", "connect-four", "connectfour"):
@@ -48,5 +98,19 @@ def make_game(name: str) -> Game:
         return Othello(8)
     if key == "othello-6x6":
         return Othello(6)
-    names = ", ".join(GAME_NAMES)
-    raise ValueError(f"unknown game {name!r}; choose one of: {names}")
+    return None
+
+
+def _entry_point(key: str) -> Callable[[], Game] | None:
+    from importlib.metadata import entry_points  # only for a name nothing else knows
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == key:
+            return ep.load()
+    return None
+
+
+def _entry_point_names() -> list[str]:
+    from importlib.metadata import entry_points
+
+    return sorted({ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)} - set(GAME_NAMES))
