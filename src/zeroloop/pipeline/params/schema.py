@@ -99,10 +99,10 @@ class SPRTParams(_Section):
     simulated error rates and games that chose the defaults."""
 
     enabled: bool = Field(False, description="stop a gate match early once the test reaches a verdict")
-    elo_width: float = Field(35.0, gt=0, le=1000, description=(
-        "Elo between the hypotheses, centred on the threshold's Elo (55%: +34.9, so H0 +17.4, H1 +52.3)"))
-    alpha: float = Field(0.05, gt=0, lt=0.5, description="chance of accepting a candidate at H0's strength")
-    beta: float = Field(0.05, gt=0, lt=0.5, description="chance of rejecting a candidate at H1's strength")
+    elo_width: float = Field(70.0, gt=0, le=1000, description=(
+        "Elo between the hypotheses, centred on the threshold's Elo (55%: +34.9, so H0 -0.1, H1 +69.9)"))
+    alpha: float = Field(0.1, gt=0, lt=0.5, description="chance of accepting a candidate at H0's strength")
+    beta: float = Field(0.1, gt=0, lt=0.5, description="chance of rejecting a candidate at H1's strength")
     var_floor: float = Field(0.025, gt=0, le=0.25, description=(
         "lower bound of a game pair's score variance in the test (a run of equal pairs has none)"))
     round_games: int = Field(20, ge=2, le=100_000, description="games played between two looks at the test")
