@@ -70,24 +70,41 @@ class NetCache:
             return self._nets[key]
 
 
+def _planes(game: Game, state: State) -> np.ndarray:
+    """``[4, H * W]``: the Game protocol's input planes (the mover's stones,
+    the opponent's, the last move, colour), which every game provides."""
+    return game.encode([state])[0].reshape(4, -1)
+
+
+def last_move_cell(game: Game, state: State) -> int | None:
+    """The cell the last move filled, or None (no move yet, or a pass)."""
+    last = np.flatnonzero(_planes(game, state)[2])
+    return int(last[0]) if len(last) else None
+
+
 def move_cell(game: Game, state: State, action: int) -> int | None:
     """The cell a legal move fills (Connect Four: where the disc lands), or None for a pass."""
-    cell = game.last_cell(game.apply(state, action))
-    return cell if cell >= 0 else None
+    return last_move_cell(game, game.apply(state, action))
+
+
+def _last_or_minus_one(game: Game, state: State) -> int:
+    cell = last_move_cell(game, state)
+    return -1 if cell is None else cell
 
 
 def board_view(game: Game, state: State) -> dict[str, Any]:
     """The position as the page draws it: cells row by row from the top
     (0 empty, 1 the first player's stone 'X', 2 the second's 'O'), the last
     move's cell, and the legal moves with the cell each one fills."""
-    occ = game.bits_to_cells([state.me, state.opp])
-    first, second = (occ[0], occ[1]) if state.first_to_move else (occ[1], occ[0])
+    # from the planes, not the bitboards, so a game written from the protocol alone is drawn too
+    mine, theirs = _planes(game, state)[:2] > 0
+    first, second = (mine, theirs) if state.first_to_move else (theirs, mine)
     cells = (first.astype(int) + 2 * second.astype(int)).tolist()
     legal = []
     if state.outcome is None:
         legal = [{"move": game.format_action(int(a)), "cell": move_cell(game, state, int(a))}
                  for a in np.flatnonzero(game.legal_mask(state))]
-    return {"rows": game.rows, "cols": game.cols, "cells": cells, "last": game.last_cell(state),
+    return {"rows": game.rows, "cols": game.cols, "cells": cells, "last": _last_or_minus_one(game, state),
             "to_move": "X" if state.first_to_move else "O", "legal": legal,
             "over": state.outcome is not None,
             "result": game.describe_outcome(state) if state.outcome is not None else None}
