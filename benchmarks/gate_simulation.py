@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeroloop.engine.rating import SPRT, MatchScore, expected_score, gate_decision
+from zeroloop.engine.rating import SPRT, GateTest, MatchScore, expected_score, gate_decision
 
 
 def f(x):
@@ -109,7 +109,7 @@ class GateRule:
 
 
 def rules(threshold: float = 0.55) -> list[GateRule]:
-    sprt = lambda width, a=0.05: SPRT.for_gate(threshold, width, alpha=a, beta=a)  # noqa: E731
+    sprt = lambda width, a=0.05: GateTest(elo_width=width, alpha=a, beta=a).sprt(threshold)  # noqa: E731
     return [
         GateRule("fixed 40 games", 40, threshold),
         GateRule("fixed 100 games", 100, threshold),
@@ -140,7 +140,7 @@ def table(elos: list[float], matches: int, draw_rate: float, first_score: float,
     for rule in rules(threshold):
         row = {"rule": rule.name}
         for k, e in enumerate(elos):
-            # the same seed for every rule: common random numbers make the rules' differences sharper
+            # the same seed for every rule: rules of the same length play the same games
             row[e] = simulate(rule, models[e], matches, seed + k)
         rows.append(row)
     return rows

@@ -6,7 +6,7 @@ from zeroloop.engine.games import make_game
 from zeroloop.engine.perfect import PerfectTicTacToe, perfect_scorer
 from zeroloop.engine.players import RandomPlayer
 from zeroloop.engine.positions import ILLEGAL, make_position_set, move_errors
-from zeroloop.engine.rating import SPRT
+from zeroloop.engine.rating import GateTest
 from zeroloop.engine.search import SearchConfig
 from zeroloop.pipeline.matches import PlayerSpec, play_match
 
@@ -68,7 +68,7 @@ def test_match_over_workers_counts_every_game():
 def test_sprt_stops_a_lopsided_match_early():
     game = make_game("tictactoe")
     m = play_match(game, PlayerSpec("perfect", "perfect"), PlayerSpec("random", "random"), games=200,
-                   opening_plies=0, seed=0, workers=1, sprt=SPRT.for_gate(0.55, 35), round_games=20,
+                   opening_plies=0, seed=0, workers=1, sprt=GateTest().sprt(0.55), round_games=20,
                    progress=False)
     assert m.stopped_early == "accept" and m.score.games < 200
 

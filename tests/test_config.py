@@ -128,12 +128,17 @@ def test_library_configs_refuse_values_outside_their_declared_range():
         parse_params({"mcts": {"fpu": 2}})
     with pytest.raises(ParamsError, match="gate.sprt.elo_width: Input should be greater than 0"):
         parse_params({"gate": {"sprt": {"elo_width": -5}}})
+    # the old keys say what replaced them: their meaning changed, so a silent rename would mislead
+    with pytest.raises(ParamsError, match="unknown key 'gate.sprt.elo0'; replaced by 'gate.sprt.elo_width'"):
+        parse_params({"gate": {"sprt": {"elo0": 0}}})
+    with pytest.raises(ParamsError, match="'gate.sprt.var_floor'; replaced by 'gate.sprt.pair_var_floor'"):
+        parse_params({"gate": {"sprt": {"var_floor": 0.05}}})
     with pytest.raises(ParamsError, match="gate: an SPRT gate needs a threshold in"):
         parse_params({"gate": {"threshold": 1.0, "sprt": {"enabled": True}}})
 
 
 def test_strong_preset_is_the_defaults_run_longer():
-    """The README measures presets/connect4-strong.yaml as params.yaml for 18 generations."""
+    """docs/strength.md measures presets/connect4-strong.yaml as params.yaml for 18 generations."""
     default = yaml.safe_load((ROOT / "params.yaml").read_text())
     strong = yaml.safe_load((ROOT / "presets/connect4-strong.yaml").read_text())
     assert len(strong.pop("generations")) == 18

@@ -10,7 +10,15 @@ import math
 import numpy as np
 import pytest
 
-from zeroloop.engine.rating import SPRT, MatchScore, expected_score, fit_elo, gate_decision, pentanomial
+from zeroloop.engine.rating import (
+    SPRT,
+    GateTest,
+    MatchScore,
+    expected_score,
+    fit_elo,
+    gate_decision,
+    pentanomial,
+)
 
 ELO_75 = 400 * math.log10(3)  # 75% = odds 3:1 -> 190.85 Elo
 
@@ -98,7 +106,7 @@ def test_gate_bad_threshold(threshold):
 
 
 def test_sprt_decisions():
-    sprt = SPRT(elo0=0, elo1=35)
+    sprt = SPRT(elo0=0, elo1=35, alpha=0.05, beta=0.05)
     # Bounds: log(0.95 / 0.05) = +2.944 and log(0.05 / 0.95) = -2.944.
     assert sprt.status([1.0] * 15) == "accept"
     assert sprt.status([0.0] * 15) == "reject"
@@ -122,7 +130,7 @@ def test_sprt_llr_over_pairs_by_hand():
     # elo0 = 0, elo1 = 50: s0 = 0.5, s1 = 1 / (1 + 10^-0.125) = 0.571463
     # LLR = 8 * 0.071463 * (1.25 - 1.071463) / (2 * 0.09375) = 8 * 0.071463 * 0.178537 / 0.1875
     #     = 0.544372
-    assert SPRT(elo0=0, elo1=50).llr(pairs) == pytest.approx(0.544372, rel=1e-5)
+    assert SPRT(elo0=0, elo1=50, alpha=0.05, beta=0.05).llr(pairs) == pytest.approx(0.544372, rel=1e-5)
     # the same 16 games counted as independent games (the 1/2 pairs each one win and one loss):
     # 9 wins, 2 draws, 5 losses, x = 0.625, per-game var = (9 * 0.375^2 + 2 * 0.125^2 + 5 * 0.625^2) / 16
     # = 0.203125, so LLR = 16 * 0.071463 * 0.178537 / (2 * 0.203125) = 0.502553: the pairs' variance
@@ -133,9 +141,9 @@ def test_sprt_llr_over_pairs_by_hand():
 
 def test_sprt_pairs_must_be_pair_scores():
     with pytest.raises(ValueError, match="pair's mean score must be one of"):
-        SPRT().llr([0.3])
+        SPRT(0, 35, 0.05, 0.05).llr([0.3])
     with pytest.raises(ValueError, match="pair's mean score must be one of"):
-        SPRT().llr([1.5])
+        SPRT(0, 35, 0.05, 0.05).llr([1.5])
 
 
 @pytest.mark.parametrize("k", [1, 2, 3, 4])
@@ -144,12 +152,12 @@ def test_sprt_short_sweep_continues(k):
     # must not be enough to accept. With the floor: LLR = k * 0.050199 * 0.949801 / 0.05 = 0.9535 k,
     # accept (>= 2.944) needs 4 such pairs, which an even opponent without draws gives with
     # probability 1/256, inside alpha.
-    status = SPRT(elo0=0, elo1=35).status([1.0] * k)
+    status = SPRT(elo0=0, elo1=35, alpha=0.05, beta=0.05).status([1.0] * k)
     assert status == ("continue" if k < 4 else "accept")
 
 
 def test_sprt_llr_sign():
-    sprt = SPRT(elo0=0, elo1=35)
+    sprt = SPRT(elo0=0, elo1=35, alpha=0.05, beta=0.05)
     # The midpoint of the hypotheses' scores is 0.525: above it favours H1, below it H0.
     assert sprt.llr([0.75, 0.5] * 10) > 0  # 62.5%
     assert sprt.llr([0.5] * 19 + [0.75]) < 0  # 51.25%
@@ -160,7 +168,7 @@ def test_sprt_llr_sign():
 def test_sprt_llr_matches_gaussian_likelihood_ratio_over_pairs():
     # The GSPRT statistic is the exact log-likelihood ratio of two normal models N(s1, var) and
     # N(s0, var) for the pairs' mean scores; sum it pair by pair.
-    sprt = SPRT(elo0=-10, elo1=25)
+    sprt = SPRT(elo0=-10, elo1=25, alpha=0.05, beta=0.05)
     rng = np.random.default_rng(4)
     pairs = list(rng.choice([0.0, 0.25, 0.5, 0.75, 1.0], size=37, p=[0.1, 0.2, 0.3, 0.25, 0.15]))
     x = np.array(pairs)
@@ -171,26 +179,30 @@ def test_sprt_llr_matches_gaussian_likelihood_ratio_over_pairs():
 
 def test_the_gate_sprt_is_centred_on_the_threshold():
     # 55% is 400 * log10(0.55 / 0.45) = 34.86 Elo; a width of 35 puts H0 at 17.36 and H1 at 52.36
-    sprt = SPRT.for_gate(0.55, 35.0)
+    sprt = GateTest(elo_width=35.0, alpha=0.05, beta=0.05).sprt(0.55)
     assert (sprt.elo0, sprt.elo1) == pytest.approx((34.86 - 17.5, 34.86 + 17.5), abs=0.01)
     assert expected_score((sprt.elo0 + sprt.elo1) / 2) == pytest.approx(0.55)
-    # a match at exactly 55% sits at the LLR's zero: the test leans neither way
+    # a match at exactly 55% sits near the LLR's zero: the test leans neither way
     assert abs(sprt.llr([0.5] * 8 + [0.75] * 2)) < 0.05
-    # the old test (H0 = 0, H1 = +35) accepted a 52.5% match; the gate's test rejects it
-    pairs = [0.5] * 180 + [1.0] * 10 + [0.0] * 1 + [0.75] * 9  # 52.9%
-    assert SPRT(elo0=0, elo1=35).status(pairs) == "accept"
-    assert SPRT.for_gate(0.55, 35.0).status(pairs) == "reject"
+    # the old test (H0 = 0, H1 = +35) accepted a 52.9% match; the gate's test rejects it
+    pairs = [0.5] * 180 + [1.0] * 10 + [0.0] * 1 + [0.75] * 9
+    assert SPRT(elo0=0, elo1=35, alpha=0.05, beta=0.05).status(pairs) == "accept"
+    assert sprt.status(pairs) == "reject"
+    # the default gate test: width 70, alpha = beta = 0.1, so H0 = -0.14 and H1 = +69.86 at 55%
+    default = GateTest().sprt(0.55)
+    got = (default.elo0, default.elo1, default.alpha, default.beta)
+    assert got == pytest.approx((-0.14, 69.86, 0.1, 0.1), abs=0.01)
     with pytest.raises(ValueError, match="threshold in"):
-        SPRT.for_gate(1.0, 35.0)
-    with pytest.raises(ValueError, match="elo_width must be positive"):
-        SPRT.for_gate(0.55, 0.0)
+        GateTest().sprt(1.0)
+    with pytest.raises(ValueError, match="gate.sprt.elo_width=0.0: must be > 0"):
+        GateTest(elo_width=0.0)
 
 
 def test_sprt_bad_parameters():
     with pytest.raises(ValueError, match="elo1 > elo0"):
-        SPRT(elo0=10, elo1=5)
+        SPRT(elo0=10, elo1=5, alpha=0.05, beta=0.05)
     with pytest.raises(ValueError, match="SPRT.alpha"):
-        SPRT(alpha=0.0)
+        SPRT(0, 35, alpha=0.0, beta=0.05)
 
 
 def _stop_rates(true_score: float, draw_rate: float, seed: int) -> dict[str, float]:
@@ -200,7 +212,7 @@ def _stop_rates(true_score: float, draw_rate: float, seed: int) -> dict[str, flo
     win = true_score - draw_rate / 2
     u = rng.random((trials, max_pairs, 2))
     points = np.where(u < win, 1.0, np.where(u < win + draw_rate, 0.5, 0.0)).mean(axis=2)
-    sprt, outcomes = SPRT(elo0=0, elo1=35), []
+    sprt, outcomes = SPRT(elo0=0, elo1=35, alpha=0.05, beta=0.05), []
     for t in range(trials):
         status = "continue"
         for n in range(every, max_pairs + 1, every):

@@ -255,7 +255,7 @@ def test_optuna_dashboard_serves_our_storages(tmp_path, kind):
     url = f"sqlite:///{tmp_path / 'optuna.db'}" if kind == "sqlite" else f"journal:{tmp_path / 'o.journal'}"
     study = optuna.create_study(study_name="dash", storage=tstudy.open_storage(url), direction="maximize")
     study.optimize(lambda t: t.suggest_float("c_puct", 0.5, 4.0), n_trials=3)
-    # the README's command: the same URL, or the journal file's path
+    # docs/tuning.md's command: the same URL, or the journal file's path
     arg = url if kind == "sqlite" else url.removeprefix("journal:")
     port = _free_port()
     proc = subprocess.Popen([str(Path(sys.executable).parent / "optuna-dashboard"), arg, "--port", str(port)],

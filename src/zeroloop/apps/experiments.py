@@ -7,7 +7,7 @@ results), its params and its ``reports/metrics.json``, through DVC's API, and
 prints one row per run: what it changed against the baseline, the minutes of
 training, the Elo against the rollout-UCT anchor, and the move error against
 perfect play, overall with its 95% interval and per Pons group, of the search
-and of the raw policy. Markdown, ready for the README.
+and of the raw policy. Markdown, ready for docs/strength.md.
 """
 
 from __future__ import annotations

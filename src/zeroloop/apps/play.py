@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 
 from zeroloop.engine.games import Game, IllegalMoveError, State, make_game
+from zeroloop.engine.games.base import NUM_PLANES
+from zeroloop.engine.search import chosen_moves
 from zeroloop.pipeline.data.catalogue import ModelInfo, list_models
 from zeroloop.pipeline.data.storage import DamagedFileError, read_model_header
 
@@ -73,7 +75,7 @@ class NetCache:
 def _planes(game: Game, state: State) -> np.ndarray:
     """``[4, H * W]``: the Game protocol's input planes (the mover's stones,
     the opponent's, the last move, colour), which every game provides."""
-    return game.encode([state])[0].reshape(4, -1)
+    return game.encode([state])[0].reshape(NUM_PLANES, -1)
 
 
 def last_move_cell(game: Game, state: State) -> int | None:
@@ -196,7 +198,7 @@ class PlaySession:
             done += n
         del search  # the tree: up to ~30 MB at 20000 simulations in Othello
         legal = np.flatnonzero(g.legal_mask(state))
-        best = int(legal[np.argmax(res.visits[0][legal])])
+        (best,) = chosen_moves(res, [state.ply])  # the most-visited move, as matches play
         visits, q = res.visits[0], res.q[0]
         total = float(visits[legal].sum()) or 1.0
         info = {

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from zeroloop.engine.config import Annotated, at
+from zeroloop.engine.config import Annotated, at, check_fields
 
 # Elo per natural-log unit of Bradley-Terry strength.
 ELO_PER_NAT = 400.0 / math.log(10.0)
@@ -124,7 +124,7 @@ def gate_decision(score: MatchScore, threshold: float = 0.55, verdict: str | Non
 
     With a sequential test's ``verdict`` ("accept" or "reject"), the verdict
     decides; its hypotheses lie either side of the threshold
-    (:meth:`SPRT.for_gate`), so both rules ask the same question: is the
+    (:class:`GateTest`), so both rules ask the same question: is the
     candidate's expected score above ``threshold``? Otherwise (no test, or
     "continue" when the games ran out) the score must reach the threshold: a
     score exactly at it passes; a 1e-12 slack absorbs float rounding in
@@ -164,16 +164,16 @@ class SPRT:
 
     H0: the candidate is ``elo0`` Elo stronger; H1: it is ``elo1`` Elo stronger
     (elo1 > elo0). ``alpha`` is the chance of accepting at H0's strength,
-    ``beta`` of rejecting at H1's. For the gate, :meth:`for_gate` centres the
+    ``beta`` of rejecting at H1's. For the gate, :class:`GateTest` centres the
     two on the threshold's Elo (55%: +34.9 Elo), so that a verdict answers the
     gate's question: the candidate is accepted about half the time at exactly
     the threshold's strength, rarely below ``elo0`` and almost always above
     ``elo1``, as a long fixed-length match at the threshold would.
 
     The observations are the openings' game pairs, not the games: the two
-    games of an opening share it and are correlated (in Connect Four the side
-    that moves first wins much more often, so an even pair is often one win
-    and one loss). Each pair's mean score is one of 0, 1/4, 1/2, 3/4, 1 (the
+    games of an opening share it and are correlated (in Connect Four one side
+    wins much more often after a given opening, so an even pair is often one
+    win and one loss). Each pair's mean score is one of 0, 1/4, 1/2, 3/4, 1 (the
     pentanomial model of chess-engine testing, Fishtest and OpenBench). The
     log-likelihood ratio is the generalised SPRT's normal approximation: with
     ``n`` pairs, ``x`` their mean score, ``var`` the variance of a pair's score
@@ -183,13 +183,13 @@ class SPRT:
     ``var_floor`` bounds the variance from below: a run of identical pairs has
     sample variance 0, which would make the LLR infinite. The default 0.025 is
     the pair variance of an even match whose games are independent with 80%
-    draws (the old per-game floor of 0.05, halved for a mean of two games).
+    draws (a per-game variance of 0.05, halved for a mean of two games).
     """
 
-    elo0: float = 0.0
-    elo1: float = 35.0
-    alpha: Annotated[float, at.Interval(gt=0, lt=0.5)] = 0.05
-    beta: Annotated[float, at.Interval(gt=0, lt=0.5)] = 0.05
+    elo0: float
+    elo1: float
+    alpha: Annotated[float, at.Interval(gt=0, lt=0.5)]
+    beta: Annotated[float, at.Interval(gt=0, lt=0.5)]
     var_floor: Annotated[float, at.Gt(0)] = 0.025
 
     def __post_init__(self) -> None:
@@ -200,18 +200,6 @@ class SPRT:
                 raise ValueError(f"SPRT.{name} must lie in (0, 0.5), got {getattr(self, name)!r}")
         if not self.var_floor > 0.0:
             raise ValueError(f"SPRT.var_floor must be positive, got {self.var_floor!r}")
-
-    @classmethod
-    def for_gate(cls, threshold: float, elo_width: float, **kw: float) -> SPRT:
-        """The test whose hypotheses lie ``elo_width / 2`` Elo either side of
-        the gate's ``threshold`` score (``elo_width`` > 0, Elo;
-        ``threshold`` in (0, 1))."""
-        if not 0.0 < threshold < 1.0:
-            raise ValueError(f"an SPRT gate needs a threshold in (0, 1), got {threshold!r}")
-        if not elo_width > 0.0:
-            raise ValueError(f"gate.sprt.elo_width must be positive, got {elo_width!r}")
-        mid = score_to_elo(threshold)
-        return cls(mid - elo_width / 2.0, mid + elo_width / 2.0, **kw)
 
     @property
     def lower_bound(self) -> float:
@@ -242,6 +230,38 @@ class SPRT:
         if llr <= self.lower_bound:
             return "reject"
         return "continue"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GateTest:
+    """The gate's sequential test (params.yaml ``gate.sprt``): an :class:`SPRT`
+    over game pairs whose hypotheses lie ``elo_width / 2`` Elo either side of
+    the threshold's Elo. The defaults were chosen from simulated error rates
+    and games (docs/gate.md): at a 55% threshold, H0 = -0.1 and H1 = +69.9 Elo.
+
+    elo_width: Elo between the hypotheses H0 and H1, centred on the Elo of
+        ``gate.threshold`` (55%: +34.9).
+    alpha: chance of accepting a candidate at H0's strength.
+    beta: chance of rejecting a candidate at H1's strength.
+    pair_var_floor: lower bound of a game pair's score variance in the test
+        (a run of identical pairs has none).
+    """
+
+    elo_width: Annotated[float, at.Interval(gt=0, le=1000)] = 70.0
+    alpha: Annotated[float, at.Interval(gt=0, lt=0.5)] = 0.1
+    beta: Annotated[float, at.Interval(gt=0, lt=0.5)] = 0.1
+    pair_var_floor: Annotated[float, at.Interval(gt=0, le=0.25)] = 0.025
+
+    def __post_init__(self) -> None:
+        check_fields(self, "gate.sprt")
+
+    def sprt(self, threshold: float) -> SPRT:
+        """The test for a gate at ``threshold`` (a score in (0, 1))."""
+        if not 0.0 < threshold < 1.0:
+            raise ValueError(f"an SPRT gate needs a threshold in (0, 1), got {threshold!r}")
+        mid = score_to_elo(threshold)
+        return SPRT(mid - self.elo_width / 2.0, mid + self.elo_width / 2.0, self.alpha, self.beta,
+                    self.pair_var_floor)
 
 
 @dataclass(frozen=True)

@@ -186,7 +186,9 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
 def gate_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: bool = True
               ) -> tuple[dict, MatchResult]:
     """The candidate against the best model; it becomes the best only when it
-    scores at least ``gate.threshold`` (wins + half the draws). Writes the new
+    scores at least ``gate.threshold`` (wins + half the draws), or, with
+    ``gate.sprt.enabled``, when the sequential test (its hypotheses centred on
+    the threshold) accepts it before the games run out. Writes the new
     best (a byte copy of the winner, so its checksum shows which model it is),
     the result and every game (for the viewer)."""
     game = p.make_game()

@@ -1,4 +1,4 @@
-"""Everything MLflow: the pipeline's parent run, one nested run per generation,
+"""The pipeline's MLflow runs: its parent run, one nested run per generation,
 summary metrics stepped by generation, artifacts and the champion model.
 
 Finding the parent run from separate stage processes: every stage computes

@@ -35,7 +35,8 @@ def _describe(err: dict, source: str) -> str:
                 break
             model = field.annotation
         allowed = f" (allowed: {', '.join(model.model_fields)})" if model else ""
-        renamed = f"; renamed to {RENAMED[key]!r}" if key in RENAMED else ""
+        renamed = (f"; renamed to {RENAMED[key]!r}" if key in RENAMED
+                   else f"; replaced by {REPLACED[key]}" if key in REPLACED else "")
         return f"{source}: unknown key {key!r}{renamed}{allowed}"
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] in ("missing",):
@@ -47,6 +48,11 @@ def _describe(err: dict, source: str) -> str:
 
 #: keys of older params files and their names now
 RENAMED = {"evaluate.solver_positions": "evaluate.positions_per_group"}
+#: keys of older params files whose meaning changed, and what to write instead
+_CENTRED = "'gate.sprt.elo_width': the hypotheses are centred on gate.threshold (docs/gate.md)"
+REPLACED = {"gate.sprt.elo0": _CENTRED, "gate.sprt.elo1": _CENTRED,
+            "gate.sprt.var_floor": "'gate.sprt.pair_var_floor': the floor of a game pair's variance, "
+                                   "not a game's (half the old value means the same)"}
 
 
 def parse_params(data: Any, source: str = "params.yaml") -> Params:

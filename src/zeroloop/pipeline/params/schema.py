@@ -13,7 +13,7 @@ gives the library object: the one seam from params.yaml to the code.
 | ``selfplay`` | :class:`zeroloop.pipeline.data.shards.SelfplayConfig` |
 | ``train``  | :class:`zeroloop.pipeline.training.config.TrainConfig` |
 | ``gate``, ``evaluate`` | :class:`zeroloop.engine.arena.MatchConfig` plus their own keys |
-| ``gate.sprt`` | :class:`zeroloop.engine.rating.SPRT` plus ``enabled`` |
+| ``gate.sprt`` | :class:`zeroloop.engine.rating.GateTest` plus ``enabled``, ``round_games`` |
 
 The other sections belong to the pipeline alone: ``generations`` (the unrolled
 chain ``{g: {prev: g - 1}}``), ``tune`` (``zeroloop tune``), ``runtime``
@@ -35,7 +35,7 @@ from zeroloop.engine.arena import MatchConfig, even_games
 from zeroloop.engine.config import Annotated, at, config_fields
 from zeroloop.engine.games import GAME_NAMES, Game, make_game
 from zeroloop.engine.nn import NetConfig
-from zeroloop.engine.rating import SPRT
+from zeroloop.engine.rating import SPRT, GateTest
 from zeroloop.engine.search import SearchConfig
 from zeroloop.pipeline.data.shards import SelfplayConfig
 from zeroloop.pipeline.runtime.backend import Backend
@@ -91,32 +91,19 @@ SelfplayParams = config_section(SelfplayConfig, "SelfplayParams")
 TrainParams = config_section(TrainConfig, "TrainParams")
 
 
-class SPRTParams(_Section):
-    """The gate's optional sequential test (:class:`zeroloop.engine.rating.SPRT`
-    over game pairs, hypotheses centred on ``gate.threshold``): the match stops
-    as soon as the test reaches a verdict, which then decides the gate; when
-    ``gate.games`` run out first, the threshold decides. docs/gate.md gives the
-    simulated error rates and games that chose the defaults."""
-
-    enabled: bool = Field(False, description="stop a gate match early once the test reaches a verdict")
-    elo_width: float = Field(70.0, gt=0, le=1000, description=(
-        "Elo between the hypotheses, centred on the threshold's Elo (55%: +34.9, so H0 -0.1, H1 +69.9)"))
-    alpha: float = Field(0.1, gt=0, lt=0.5, description="chance of accepting a candidate at H0's strength")
-    beta: float = Field(0.1, gt=0, lt=0.5, description="chance of rejecting a candidate at H1's strength")
-    var_floor: float = Field(0.025, gt=0, le=0.25, description=(
-        "lower bound of a game pair's score variance in the test (a run of equal pairs has none)"))
-    round_games: int = Field(20, ge=2, le=100_000, description="games played between two looks at the test")
-
-    def config(self, threshold: float) -> SPRT:
-        """The library test for a gate at ``threshold``."""
-        return SPRT.for_gate(threshold, self.elo_width, alpha=self.alpha, beta=self.beta,
-                             var_floor=self.var_floor)
+SPRTParams = config_section(
+    GateTest, "SPRTParams",
+    leading={"enabled": (bool, Field(False, description=(
+        "play the gate in rounds and stop once the sequential test reaches a verdict, which then "
+        "decides; when gate.games run out first, the threshold decides")))},
+    round_games=(Annotated[int, at.Interval(ge=2, le=100_000)], Field(20, description=(
+        "games played between two looks at the test"))))
 
 
 def _gate_validators():
     def sprt_fits_threshold(self):
         if self.sprt.enabled:
-            self.sprt.config(self.threshold)  # an SPRT gate needs a threshold below 1
+            self.sprt.config().sprt(self.threshold)  # an SPRT gate needs a threshold below 1
         return self
 
     return {**_even_validator(), "_sprt_fits_threshold": model_validator(mode="after")(sprt_fits_threshold)}
@@ -348,7 +335,7 @@ class Params(_Section):
 
     def sprt(self) -> SPRT | None:
         """The gate's sequential test, or None when it is off."""
-        return self.gate.sprt.config(self.gate.threshold) if self.gate.sprt.enabled else None
+        return self.gate.sprt.config().sprt(self.gate.threshold) if self.gate.sprt.enabled else None
 
     @property
     def last_generation(self) -> int:

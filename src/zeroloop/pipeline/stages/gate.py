@@ -1,5 +1,6 @@
 """gate@g: the candidate against the best model; it becomes the best only when
-it scores at least ``gate.threshold`` (wins + half the draws)."""
+it scores at least ``gate.threshold`` (wins + half the draws), or when the
+sequential test ``gate.sprt`` accepts it (docs/gate.md)."""
 
 from __future__ import annotations
 
