@@ -71,6 +71,7 @@ def test_sprt_stops_a_lopsided_match_early():
                    opening_plies=0, seed=0, workers=1, sprt=GateTest().sprt(0.55), round_games=20,
                    progress=False)
     assert m.stopped_early == "accept" and m.score.games < 200
+    assert m.verdict == "accept"  # the gate reads the verdict here instead of testing again
 
 
 def test_mcts_player_spec_with_a_random_net_plays_legal_games():

@@ -72,6 +72,7 @@ class MatchResult:
     b: str
     games: list[GameResult] = field(default_factory=list)
     stopped_early: str | None = None  # the SPRT verdict when it ended the match
+    verdict: str | None = None  # the SPRT's status after the last round played (None: no test)
 
     @property
     def score(self) -> MatchScore:

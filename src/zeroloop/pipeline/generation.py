@@ -206,7 +206,7 @@ def gate_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: bool 
                        desc=f"gate@{gen}", progress=progress)
     score = match.score
     pairs = match.pair_scores()
-    verdict = sprt.status(pairs) if sprt else None
+    verdict = match.verdict  # play_match's last look at the test (None without one)
     accepted = gate_decision(score, g.threshold, verdict)
     atomic_write_bytes(layout.model(gen), (cand if accepted else best).read_bytes())
     lo, hi = score.interval(0.95)

@@ -110,9 +110,9 @@ def play_match(game: Game, a: PlayerSpec, b: PlayerSpec, *, games: int, opening_
                               desc=label, unit="game", progress=progress):
             result.games.extend(part)
         if sprt is not None:
-            verdict = sprt.status(result.pair_scores())
-            if verdict != "continue" and r0 + per_round < len(openings):
-                result.stopped_early = verdict
+            result.verdict = sprt.status(result.pair_scores())
+            if result.verdict != "continue" and r0 + per_round < len(openings):
+                result.stopped_early = result.verdict
                 break
     return result
 
