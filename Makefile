@@ -15,7 +15,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[solver,dev]"
+	$(BIN)/pip install --quiet -e ".[solver,dev,postgres,auth]"
 	touch $(STAMP)
 
 # The main job: the DVC pipeline with params.yaml (Connect Four by default).

@@ -70,8 +70,12 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from zeroloop.pipeline.params import ParamsError
+    from zeroloop.pipeline.tracking import tracking_errors, tracking_uri
     from zeroloop.pipeline.tuning.run import tune
+    from zeroloop.pipeline.tuning.study import TERMINATED, stop_on_sigterm
+    from zeroloop.pipeline.tuning.tracker import storage_key
 
+    stop_on_sigterm()
     try:
         summary = tune(args.params, objective=args.objective, trials=args.trials, storage=args.storage,
                        study_name=args.study, model=args.model, seed=args.seed, workers=args.workers,
@@ -80,9 +84,17 @@ def cmd_tune(args: argparse.Namespace) -> int:
         print(f"zeroloop tune: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"zeroloop tune: interrupted; finished trials are stored in {args.storage}; rerun the "
+        how = "stopped by SIGTERM" if TERMINATED.is_set() else "interrupted"
+        print(f"zeroloop tune: {how}; finished trials are stored in {storage_key(args.storage)}; rerun the "
               "same command to continue the study", file=sys.stderr)
-        return 130
+        return 143 if TERMINATED.is_set() else 130
+    except Exception as exc:
+        if not isinstance(exc, tracking_errors()):
+            raise
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        print(f"zeroloop tune: error: MLflow at {tracking_uri()} failed: {first}; finished trials are "
+              f"stored in {storage_key(args.storage)}; rerun the same command to continue", file=sys.stderr)
+        return 2
     print(json.dumps(summary, indent=2))
     return 0 if summary["best"] else 1
 

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,139 @@ def repo_root() -> Path:
 
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{repo_root() / 'mlflow.db'}"
+
+
+#: MLflow's HTTP retries, bounded. Its own defaults (7 retries, backoff factor 2, 120 s a request)
+#: wait minutes on a server that is down before they fail; these ride out a server or database
+#: restart of ~10 s and give up within about a minute. Variables the user sets win.
+HTTP_RETRIES = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "4", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+#: How long a stage waits for the tracking store before any work (``ZEROLOOP_TRACKING_WAIT`` overrides).
+TRACKING_WAIT_S = 15.0
+
+
+class TrackingUnavailable(ValueError):
+    """The tracking store cannot be used: unreachable, refusing the
+    credentials, or damaged. One line naming the store; nothing was run."""
+
+
+def bound_http_retries() -> None:
+    for key, value in HTTP_RETRIES.items():
+        os.environ.setdefault(key, value)
+
+
+def _credentials_header() -> dict[str, str]:
+    """The auth header MLflow's client would send, from the same variables."""
+    import base64
+
+    user, password = os.environ.get("MLFLOW_TRACKING_USERNAME"), os.environ.get("MLFLOW_TRACKING_PASSWORD")
+    if user and password:
+        return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+    if os.environ.get("MLFLOW_TRACKING_TOKEN"):
+        return {"Authorization": f"Bearer {os.environ['MLFLOW_TRACKING_TOKEN']}"}
+    return {}
+
+
+def check_tracking(wait_s: float | None = None) -> str:
+    """Check the tracking store before any work; returns its URI.
+
+    A server (``http(s)://``) must answer an authenticated request within
+    ``wait_s`` seconds (it is asked again while it refuses connections or
+    answers 5xx, so a restart is ridden out); a wrong or missing password is
+    reported at once. A sqlite store that exists must be a readable database.
+    Raises :class:`TrackingUnavailable` with one line; never prints a secret.
+    """
+    uri = tracking_uri()
+    if wait_s is None:
+        wait_s = float(os.environ.get("ZEROLOOP_TRACKING_WAIT", TRACKING_WAIT_S))
+    if uri.startswith(("http://", "https://")):
+        _check_server(uri, wait_s)
+    elif uri.startswith("sqlite:///"):
+        _check_sqlite(Path(uri.removeprefix("sqlite:///")))
+    return uri
+
+
+def _check_server(uri: str, wait_s: float) -> None:
+    import urllib.error
+    import urllib.request
+
+    url = uri.rstrip("/") + "/api/2.0/mlflow/experiments/search?max_results=1"
+    request = urllib.request.Request(url, headers=_credentials_header())
+    deadline = time.monotonic() + wait_s
+    where = f"MLFLOW_TRACKING_URI={uri}"
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=max(1.0, min(5.0, wait_s))):
+                return
+        except urllib.error.HTTPError as exc:
+            user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+            if exc.code == 401:
+                raise TrackingUnavailable(
+                    f"{where}: the server refused the credentials of user {user!r} (wrong password?); "
+                    "check MLFLOW_TRACKING_PASSWORD; nothing was run" if user else
+                    f"{where}: the server wants credentials: set MLFLOW_TRACKING_USERNAME and "
+                    "MLFLOW_TRACKING_PASSWORD (docs/cluster.md); nothing was run") from None
+            if exc.code == 403:
+                raise TrackingUnavailable(f"{where}: user {user!r} may not read experiments there; "
+                                          "nothing was run") from None
+            if exc.code < 500:
+                raise TrackingUnavailable(f"{where}: not an MLflow tracking server (HTTP {exc.code} from "
+                                          f"{url.split('?')[0]}); nothing was run") from None
+            why = f"HTTP {exc.code}"
+        except (OSError, ValueError) as exc:  # refused, unreachable, timed out, bad URL
+            why = getattr(exc, "reason", None) or exc
+            if isinstance(exc, ValueError) and not isinstance(exc, OSError):
+                raise TrackingUnavailable(f"{where}: not a URL MLflow can use ({exc})") from None
+        if time.monotonic() >= deadline:
+            raise TrackingUnavailable(f"{where}: no MLflow server answered within {wait_s:.0f}s ({why}); "
+                                      "start it, or unset MLFLOW_TRACKING_URI to log to mlflow.db here; "
+                                      "nothing was run") from None
+        time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+
+def _check_sqlite(path: Path) -> None:
+    import sqlite3
+
+    if not path.exists() or path.stat().st_size == 0:
+        return  # MLflow creates it
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        try:
+            verdict = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        verdict = str(exc)
+    if verdict != "ok":
+        raise TrackingUnavailable(f"{path}: the MLflow store is damaged ({verdict}); move it aside "
+                                  f"(mv {path.name} {path.name}.damaged) to start a new one, or restore it "
+                                  "from a backup; nothing was run")
+
+
+def tracking_errors() -> tuple[type[BaseException], ...]:
+    """What a failed MLflow call raises: its own error, or the HTTP stack's beneath it."""
+    import requests
+    from mlflow.exceptions import MlflowException
+
+    return (MlflowException, requests.RequestException)
+
+
+@contextmanager
+def logging_after_work(stage: str, what: str):
+    """Around a stage's logging, once its outputs are written: the tracking
+    store failing here (it went away mid-stage) costs the log, not the work.
+    One line says what was not logged; the stage still succeeds, and the next
+    stage that reaches the store logs the generation's metrics from the
+    reports (:meth:`Tracker.complete_generation`)."""
+    try:
+        yield
+    except tracking_errors() as exc:
+        if os.environ.get("ZEROLOOP_DEBUG"):
+            raise
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        print(f"[{stage}] warning: MLflow at {tracking_uri()} failed ({first}); {what} not logged. "
+              "The outputs are written; the next stage that reaches the store logs the metrics from "
+              "the reports", file=sys.stderr, flush=True)
 
 
 def artifact_location() -> str | None:
@@ -109,6 +244,7 @@ class Tracker:
     @classmethod
     def open(cls, params: Params) -> Tracker:
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+        bound_http_retries()
         from mlflow.tracking import MlflowClient
 
         logging.getLogger("mlflow").setLevel(logging.ERROR)  # after import: mlflow resets it
@@ -210,11 +346,42 @@ class Tracker:
         run = self.parent_id if gen is None else self.generation_run_id(gen)
         self.client.log_artifact(run, str(path), artifact_path)
 
-    def lightning_logger(self, gen: int):
-        """Lightning's MLFlowLogger writing into the generation's run."""
+    def lightning_logger(self, gen: int, stage: str = "train"):
+        """Lightning's MLFlowLogger writing into the generation's run. A
+        failing store mid-training costs curve points, not the training: the
+        first failure is reported in one line and later points are dropped."""
         from lightning.pytorch.loggers import MLFlowLogger
 
-        return MLFlowLogger(tracking_uri=tracking_uri(), run_id=self.generation_run_id(gen))
+        errors = tracking_errors()
+
+        class TolerantLogger(MLFlowLogger):
+            failed = False
+
+            def _guard(self, fn, *args, **kwargs):
+                if self.failed:
+                    return None
+                try:
+                    return fn(*args, **kwargs)
+                except errors as exc:
+                    if os.environ.get("ZEROLOOP_DEBUG"):
+                        raise
+                    self.failed = True
+                    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+                    print(f"[{stage}@{gen}] warning: MLflow at {tracking_uri()} failed ({first}); the rest "
+                          "of the training curves is not logged, training goes on", file=sys.stderr,
+                          flush=True)
+                    return None
+
+            def log_metrics(self, metrics, step=None):
+                return self._guard(super().log_metrics, metrics, step)
+
+            def log_hyperparams(self, params):
+                return self._guard(super().log_hyperparams, params)
+
+            def finalize(self, status="success"):
+                return self._guard(super().finalize, status)
+
+        return TolerantLogger(tracking_uri=tracking_uri(), run_id=self.generation_run_id(gen))
 
     def register_champion(self, model_file: str | Path, card: dict[str, Any]) -> str:
         """Log the champion model file (with a JSON card) on the parent run and

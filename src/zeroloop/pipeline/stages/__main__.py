@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
             module.run(params)
 
     name = f"{args.stage}@{args.gen}" if args.gen is not None else args.stage
-    return run_stage(name, body, args.params, writes=args.stage != "check")
+    return run_stage(name, body, args.params, writes=args.stage != "check",
+                     tracked=args.stage in (*PER_GENERATION, "report"))
 
 
 if __name__ == "__main__":

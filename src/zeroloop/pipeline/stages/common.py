@@ -43,20 +43,35 @@ def check_writable(roots: tuple[str, ...] = OUTPUT_ROOTS) -> None:
 
 
 def run_stage(name: str, body: Callable[[Params], None], params_file: str = PARAMS_FILE,
-              writes: bool = True) -> int:
-    """Load params, check the output folders can be written (``writes``), run
-    the stage body, map expected failures to exit 2."""
+              writes: bool = True, tracked: bool = False) -> int:
+    """Load params, check the output folders can be written (``writes``) and
+    the MLflow store answers (``tracked``: a bounded wait, see
+    :func:`~zeroloop.pipeline.tracking.check_tracking`), run the stage body,
+    map expected failures to exit 2."""
     setup_process()
     try:
         params = load_params(params_file, complete=True)
         use_backend(params.runtime.worker_backend())
         if writes:
             check_writable()
+        if tracked:
+            from zeroloop.pipeline.tracking import check_tracking
+
+            check_tracking()
         body(params)
     except (ParamsError, DamagedFileError, FileNotFoundError, ValueError, WorkerLost) as exc:
         if os.environ.get("ZEROLOOP_DEBUG"):
             raise
         print(f"zeroloop {name}: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        from zeroloop.pipeline.tracking import tracking_errors, tracking_uri
+
+        if not isinstance(exc, tracking_errors()) or os.environ.get("ZEROLOOP_DEBUG"):
+            raise
+        first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else type(exc).__name__
+        print(f"zeroloop {name}: error: MLflow at {tracking_uri()} failed: {first}; the outputs written "
+              "so far are kept: rerun `dvc repro` once the store answers", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"zeroloop {name}: interrupted; rerun `dvc repro` to finish (finished work is kept)",

@@ -6,13 +6,13 @@ from __future__ import annotations
 from zeroloop.pipeline.evaluation import evaluate_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
-from zeroloop.pipeline.tracking import Tracker, stage_metrics
+from zeroloop.pipeline.tracking import Tracker, logging_after_work, stage_metrics
 
 
 def run(p: Params, gen: int) -> None:
     result = evaluate_step(p, LAYOUT, gen)
     flat = stage_metrics("evaluate", result)
-    with Tracker.open(p) as tr:
+    with logging_after_work(f"evaluate@{gen}", "the evaluation's metrics"), Tracker.open(p) as tr:
         tr.log_stage(gen, "evaluate", result, LAYOUT)
         tr.log_summary({k.replace("eval/", ""): v for k, v in flat.items() if k != "eval/positions"},
                        step=gen)

@@ -7,12 +7,12 @@ from __future__ import annotations
 from zeroloop.pipeline.generation import gate_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
-from zeroloop.pipeline.tracking import Tracker
+from zeroloop.pipeline.tracking import Tracker, logging_after_work
 
 
 def run(p: Params, gen: int, prev: int) -> None:
     result, _ = gate_step(p, LAYOUT, gen, prev)
-    with Tracker.open(p) as tr:
+    with logging_after_work(f"gate@{gen}", "the gate's metrics"), Tracker.open(p) as tr:
         tr.log_stage(gen, "gate", result, LAYOUT)
         tr.log_summary({"gate_score": result["score"], "gate_accepted": result["accepted"]}, step=gen)
     verdict = "accepted: new best" if result["accepted"] else f"rejected: {result['opponent']} stays best"

@@ -5,12 +5,13 @@ from __future__ import annotations
 from zeroloop.pipeline.generation import selfplay_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
-from zeroloop.pipeline.tracking import Tracker
+from zeroloop.pipeline.tracking import Tracker, logging_after_work
 
 
 def run(p: Params, gen: int, prev: int) -> None:
     summary, samples = selfplay_step(p, LAYOUT, gen, prev)
-    with Tracker.open(p) as tr:
+    what = "the self-play metrics and sample games"
+    with logging_after_work(f"selfplay@{gen}", what), Tracker.open(p) as tr:
         tr.log_stage(gen, "selfplay", summary, LAYOUT)
         tr.log_text(gen, "\n".join(samples) + "\n", f"selfplay_sample_games_gen{gen}.txt")
     say(f"selfplay@{gen}", f"{summary['games']} games, {summary['positions']} positions, "

@@ -7,7 +7,7 @@ import zeroloop.pipeline.training.module  # noqa: F401
 from zeroloop.pipeline.generation import train_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
-from zeroloop.pipeline.tracking import Tracker
+from zeroloop.pipeline.tracking import Tracker, logging_after_work
 
 
 def run(p: Params, gen: int, prev: int) -> None:
@@ -19,6 +19,7 @@ def run(p: Params, gen: int, prev: int) -> None:
     with Tracker.open(p) as tr:
         tr.fresh_generation_run(gen, LAYOUT, "train")  # a rerun replaces its loss curves, never mixes them
         summary = train_step(p, LAYOUT, gen, prev, logger=tr.lightning_logger(gen))
-        tr.log_stage(gen, "train", summary, LAYOUT)
+        with logging_after_work(f"train@{gen}", "the training summary"):
+            tr.log_stage(gen, "train", summary, LAYOUT)
     say(f"train@{gen}", f"{summary['samples']} positions from generations {summary['window']}, "
                         f"loss {summary.get('train_loss', float('nan')):.3f}, {summary['wall_s']:.0f}s")

@@ -33,16 +33,26 @@ def choose_model(params, model: str | None, log: Callable[[str], None]) -> str:
 
 def check_storage(url: str) -> None:
     """Open the Optuna storage once, so a bad URL fails before anything is
-    logged; ValueError naming the URL."""
+    logged; ValueError naming the URL (its password left out). Machines that
+    open a new database at once race to create its tables: the loser tries again."""
+    import time
+
     import optuna
 
     from zeroloop.pipeline.tuning.study import open_storage
+    from zeroloop.pipeline.tuning.tracker import storage_key
 
-    try:
-        optuna.storages.get_storage(open_storage(url))
-    except Exception as exc:  # noqa: BLE001 - SQLAlchemy, journal and plugin errors alike
-        raise ValueError(f"--storage {url!r}: cannot open it ({type(exc).__name__}: "
-                         f"{str(exc).splitlines()[0] if str(exc) else exc})") from None
+    for attempt in range(5):
+        try:
+            optuna.storages.get_storage(open_storage(url))
+            return
+        except Exception as exc:  # noqa: BLE001 - SQLAlchemy, journal and plugin errors alike
+            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            if "already exists" in str(exc) and attempt < 4:
+                time.sleep(0.5 + attempt)
+                continue
+            raise ValueError(f"--storage {storage_key(url)!r}: cannot open it ({type(exc).__name__}: "
+                             f"{text})") from None
 
 
 def tune(params_file: str, *, objective: str, trials: int, storage: str, study_name: str | None = None,
@@ -57,18 +67,27 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
     from zeroloop.pipeline.params import load_params
     from zeroloop.pipeline.runtime.backend import use_backend
     from zeroloop.pipeline.runtime.process import quiet_libraries
+    from zeroloop.pipeline.tracking import check_tracking
     from zeroloop.pipeline.tuning.objectives import TrialSettings, default_settings
     from zeroloop.pipeline.tuning.results import best_params_yaml, confirm_gain, save_plots
-    from zeroloop.pipeline.tuning.study import open_storage, parallel_search_study, run_search_study
+    from zeroloop.pipeline.tuning.study import (
+        check_shared_storage,
+        open_storage,
+        parallel_search_study,
+        run_search_study,
+    )
     from zeroloop.pipeline.tuning.tracker import StudyTracker
 
     quiet_libraries()
     params = load_params(params_file)
     use_backend(params.runtime.worker_backend())
+    # every refusal before anything is created: no study, no MLflow run
+    check_shared_storage(storage, jobs)
     if objective == "search":
         model = choose_model(params, model, log)
     else:
         model = None
+    check_tracking()
     check_storage(storage)
     study_name = study_name or f"{params.game}-{objective}"
     tracker = StudyTracker.open(params, study_name, storage,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,17 +19,97 @@ from zeroloop.pipeline.tuning.objectives import (
     suggest,
 )
 
+#: How long a study waits for its database to come back (a restart, a failover) before it gives up.
+DATABASE_WAIT_S = 60.0
+
 
 def open_storage(url: str):
     """An Optuna storage from a URL: ``journal:PATH`` is a journal file (safe
-    for several processes on one machine); anything else is an RDB URL
-    (``sqlite:///optuna.db`` for one process, PostgreSQL/MySQL for many machines)."""
+    for several processes on one machine); ``sqlite:///optuna.db`` for one
+    process; a server database (PostgreSQL, MySQL) for many machines, opened
+    so that a restart of the server is ridden out (:func:`_retrying_rdb`)."""
     if url.startswith("journal:"):
         from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend
 
         return JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
-    return url
+    if url.startswith("sqlite"):
+        return url
+    return _retrying_rdb()(url, engine_kwargs={"pool_pre_ping": True})
+
+
+def _lost_connection(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is the database connection failing,
+    not a statement's own error."""
+    from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+
+    seen = 0
+    while exc is not None and seen < 5:
+        if isinstance(exc, OperationalError | InterfaceError):
+            return True
+        if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
+def _retrying_rdb():
+    """Optuna's RDBStorage whose calls are tried again, for up to
+    :data:`DATABASE_WAIT_S` seconds, while the connection to the database
+    fails (pooled connections are checked before use, so a restarted server
+    is found again). A statement's own error is raised at once. Each call is
+    one transaction, so a call that failed on a lost connection did not happen."""
+    import functools
+    import logging
+
+    from optuna.storages import RDBStorage
+
+    log = logging.getLogger("zeroloop.tuning")
+
+    def retrying(fn):
+        @functools.wraps(fn)
+        def call(self, *args, **kwargs):
+            import time
+
+            deadline = time.monotonic() + DATABASE_WAIT_S
+            pause = 0.5
+            while True:
+                try:
+                    return fn(self, *args, **kwargs)
+                except Exception as exc:
+                    if not _lost_connection(exc) or time.monotonic() + pause > deadline:
+                        raise
+                    log.warning("the study's database is not answering (%s); trying again",
+                                type(exc).__name__)
+                    time.sleep(pause)
+                    pause = min(5.0, pause * 2)
+        return call
+
+    names = [n for n, v in vars(RDBStorage).items()
+             if callable(v) and not n.startswith("_") and n not in ("remove_session", "upgrade")]
+    return type("RetryingRDBStorage", (RDBStorage,), {n: retrying(getattr(RDBStorage, n)) for n in names})
+
+
+def open_study(study_name: str, storage: str, *, sampler=None, pruner=None, first_trial=None):
+    """Create or load the study, atomically across processes and machines:
+    the database's uniqueness of study names decides which process creates
+    it, and only that one enqueues ``first_trial`` (params, user_attrs), so
+    two machines starting together try the defaults once, not twice."""
+    import optuna
+
+    backend = open_storage(storage)
+    try:
+        study = optuna.create_study(study_name=study_name, storage=backend, direction="maximize",
+                                    sampler=sampler, pruner=pruner)
+        created = True
+    except optuna.exceptions.DuplicatedStudyError:
+        study = optuna.load_study(study_name=study_name, storage=backend, sampler=sampler, pruner=pruner)
+        created = False
+    if first_trial is not None and (created or not study.trials):
+        # `not study.trials`: a creator stopped before it could enqueue (rare; then a race is possible)
+        params, attrs = first_trial
+        study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=not created)
+    return study
 
 
 def run_search_study(params: Params, *, model: str | None, trials: int, study_name: str, storage: str,
@@ -46,17 +127,15 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
     if objective == "selfplay" and params.tune.pruner == "wilcoxon":
         raise ValueError("tune.pruner: wilcoxon pairs the per-round scores of the search objective; "
                          "use median (or none) with --objective selfplay")
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # Optuna's warning for a failed trial carries a whole traceback; the trial's line below says why
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
     pruner = {"median": lambda: optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
               "wilcoxon": lambda: optuna.pruners.WilcoxonPruner(p_threshold=0.1),
               "none": optuna.pruners.NopPruner}[params.tune.pruner]()
-    study = optuna.create_study(study_name=study_name, storage=open_storage(storage), direction="maximize",
-                                sampler=optuna.samplers.TPESampler(seed=seed if sampler_seed is None
-                                                                   else sampler_seed), pruner=pruner,
-                                load_if_exists=True)
-    if not study.trials:
-        # the current settings go first, on the same openings: the gain of the best is measured against them
-        study.enqueue_trial(default_settings(params, objective).as_params(), user_attrs={"default": True})
+    # the current settings go first, on the same openings: the gain of the best is measured against them
+    sampler = optuna.samplers.TPESampler(seed=seed if sampler_seed is None else sampler_seed)
+    study = open_study(study_name, storage, pruner=pruner, sampler=sampler,
+                       first_trial=(default_settings(params, objective).as_params(), {"default": True}))
     positions = solver_position_set(params, seed) if params.tune.metric == "solver" else None
     study.set_user_attr("objective", objective)
     study.set_user_attr("metric", params.tune.metric)
@@ -122,6 +201,9 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
         shown = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                           for k, v in trial.params.items())
         result = f"{trial.value:.3f}" if trial.value is not None else trial.state.name.lower()
+        if trial.state.name == "FAIL":
+            reason = (trial.system_attrs.get("fail_reason") or "").strip().splitlines()
+            result = f"failed ({reason[0][:200]})" if reason else "failed"
         if trial.state.name == "PRUNED" and trial.intermediate_values:
             last = max(trial.intermediate_values)
             where = f"generation {last}" if objective == "selfplay" else f"round {last + 1}"
@@ -152,8 +234,26 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
     return study
 
 
+#: Set when SIGTERM stopped this process (see :func:`stop_on_sigterm`).
+TERMINATED = threading.Event()
+
+
+def stop_on_sigterm() -> None:
+    """SIGTERM (``kill``, ``timeout``, a CI cancel) stops a study as Ctrl-C
+    does: the trial in progress is stored as failed and the MLflow runs are
+    ended, nothing is left RUNNING."""
+    import signal
+
+    def handler(signum, frame):
+        TERMINATED.set()
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
+
+
 class _Interrupts:
-    """SIGINT while a study runs: immediate inside the games (``live``),
+    """SIGINT or SIGTERM while a study runs: immediate inside the games (``live``),
     deferred elsewhere, so that Optuna's and MLflow's records of a trial are
     never cut in half; a deferred one is raised at the next ``check`` or
     ``live``."""
@@ -163,6 +263,10 @@ class _Interrupts:
         self.pending = False
 
     def _handler(self, signum, frame) -> None:
+        import signal
+
+        if signum == signal.SIGTERM:
+            TERMINATED.set()
         if self.immediate:
             raise KeyboardInterrupt
         self.pending = True
@@ -184,18 +288,24 @@ class _Interrupts:
     @contextmanager
     def installed(self):
         import signal
-        import threading
 
         if threading.current_thread() is not threading.main_thread():
             self.immediate = True  # signals go to the main thread only; nothing to defer here
             yield
             return
-        previous = signal.signal(signal.SIGINT, self._handler)
+        previous = {sig: signal.signal(sig, self._handler) for sig in (signal.SIGINT, signal.SIGTERM)}
         try:
             yield
         finally:
-            signal.signal(signal.SIGINT, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
         self.check()
+
+
+def check_shared_storage(storage: str, jobs: int) -> None:
+    if jobs > 1 and storage.startswith("sqlite"):
+        raise ValueError("--jobs > 1 needs a storage several processes can share: "
+                         "--storage journal:optuna.journal (one machine) or a PostgreSQL URL")
 
 
 def parallel_search_study(params_file: str, *, model: str | None, trials: int, study_name: str,
@@ -210,14 +320,7 @@ def parallel_search_study(params_file: str, *, model: str | None, trials: int, s
     from zeroloop.pipeline.runtime.backend import current_backend
     from zeroloop.pipeline.runtime.workers import default_workers
 
-    if storage.startswith("sqlite"):
-        raise ValueError("--jobs > 1 needs a storage several processes can share: "
-                         "--storage journal:optuna.journal (one machine) or a PostgreSQL URL")
-    # create the study once, so the workers do not race to create it
-    import optuna
-
-    optuna.create_study(study_name=study_name, storage=open_storage(storage), direction="maximize",
-                        load_if_exists=True)
+    check_shared_storage(storage, jobs)
     shares = [trials // jobs + (i < trials % jobs) for i in range(jobs)]
     per_job = max(1, default_workers() // jobs)
     backend = current_backend()
@@ -227,13 +330,24 @@ def parallel_search_study(params_file: str, *, model: str | None, trials: int, s
         import ray
 
         backend = dataclasses.replace(backend, address=ray.get_runtime_context().gcs_address)
-    with ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn")) as ex:
+    ex = ProcessPoolExecutor(jobs, mp_context=mp.get_context("spawn"))
+    try:
         # the same seed (openings, positions) for every job; its own sampler seed each
         futures = [ex.submit(_study_job, params_file, model, n, study_name, storage, seed, seed + i,
                              per_job, objective, backend)
                    for i, n in enumerate(shares) if n]
         for f in futures:
             f.result()
+    except KeyboardInterrupt:
+        if TERMINATED.is_set():  # SIGTERM reached this process only (Ctrl-C reaches the whole group)
+            import signal
+
+            for proc in list((getattr(ex, "_processes", None) or {}).values()):
+                if proc.is_alive():
+                    os.kill(proc.pid, signal.SIGTERM)
+        ex.shutdown(wait=True, cancel_futures=True)  # each job stores its trial's end first
+        raise
+    ex.shutdown()
 
 
 def _study_job(params_file: str, model: str | None, trials: int, study_name: str, storage: str,

@@ -9,7 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from zeroloop.pipeline.params import Params
-from zeroloop.pipeline.tracking import PARENT, flatten, log_batch, open_experiment, source_tags, tracking_uri
+from zeroloop.pipeline.tracking import (
+    PARENT,
+    bound_http_retries,
+    flatten,
+    log_batch,
+    open_experiment,
+    source_tags,
+    tracking_uri,
+)
 
 STUDY_TAG = "zeroloop.study"
 STORAGE_TAG = "optuna.storage"
@@ -60,22 +68,34 @@ class StudyTracker:
 
     @classmethod
     def open(cls, params: Params, study_name: str, storage: str, extra: dict[str, Any]) -> StudyTracker:
+        import time
+
         from mlflow.tracking import MlflowClient
 
         logging.getLogger("mlflow").setLevel(logging.ERROR)
+        bound_http_retries()
         client = MlflowClient(tracking_uri())
         exp_id = open_experiment(client, params.mlflow.experiment)
         where = storage_key(storage)  # the same study name in another storage is another study
         query = f"tags.`{STUDY_TAG}` = '{study_name}' and tags.`{STORAGE_TAG}` = '{where}'"
-        found = client.search_runs([exp_id], filter_string=query, max_results=1)
+        oldest = ["attributes.start_time ASC"]  # ties: MLflow orders by run id next
+        found = client.search_runs([exp_id], filter_string=query, order_by=oldest, max_results=1)
         if found:  # a resumed study: its trials go on under the same parent run
             parent = found[0].info.run_id
             client.update_run(parent, status="RUNNING")
+            return cls(client, exp_id, parent)
+        mine = client.create_run(exp_id, run_name=f"tune-{study_name}",
+                                 tags={STUDY_TAG: study_name, STORAGE_TAG: where,
+                                       "zeroloop.game": params.game, **source_tags()}).info.run_id
+        # machines that start one study together each created a parent: after a moment in which
+        # every creation is visible, all keep the oldest and the others delete their own
+        time.sleep(1.0)
+        parent = client.search_runs([exp_id], filter_string=query, order_by=oldest,
+                                    max_results=1)[0].info.run_id
+        if parent != mine:
+            client.delete_run(mine)
+            client.update_run(parent, status="RUNNING")
         else:
-            run = client.create_run(exp_id, run_name=f"tune-{study_name}",
-                                    tags={STUDY_TAG: study_name, STORAGE_TAG: where,
-                                          "zeroloop.game": params.game, **source_tags()})
-            parent = run.info.run_id
             flat = {f"tune.{k}": v for k, v in flatten(params.tune.model_dump()).items()}
             log_batch(client, parent, params={**flat, **extra, "game": params.game})
         return cls(client, exp_id, parent)

@@ -1,0 +1,177 @@
+"""Real servers for the team-setup tests, on localhost: a throwaway PostgreSQL
+cluster and an MLflow tracking server (optionally with basic auth).
+
+PostgreSQL refuses to run as root: as root the cluster belongs to the
+unprivileged ``postgres`` user (run through ``runuser``); as anyone else it is
+the caller's own. Where the binaries are missing, ``postgres_bin()`` says so
+and the tests skip with that one line.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+PG_DIRS = [Path("/usr/lib/postgresql/15/bin"),
+           *sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def postgres_bin() -> Path | None:
+    """The folder holding initdb and pg_ctl, or None."""
+    for d in PG_DIRS:
+        if (d / "initdb").is_file() and (d / "pg_ctl").is_file():
+            return d
+    found = shutil.which("pg_ctl")
+    return Path(found).parent if found and shutil.which("initdb") else None
+
+
+def why_no_postgres() -> str | None:
+    """One line when a throwaway cluster cannot be started here, else None."""
+    if postgres_bin() is None:
+        return "PostgreSQL binaries (initdb, pg_ctl) not found: apt-get install postgresql"
+    if os.geteuid() == 0:
+        try:
+            import pwd
+
+            pwd.getpwnam("postgres")
+        except KeyError:
+            return "running as root without a `postgres` user to own the cluster"
+        if not shutil.which("runuser"):
+            return "running as root without `runuser` to start PostgreSQL as `postgres`"
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg (3) is not installed: pip install -e '.[postgres]'"
+    return None
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster in a temporary folder on a free port,
+    trusting local connections; ``url(db)`` gives a SQLAlchemy URL."""
+
+    def __init__(self) -> None:
+        self.bin = postgres_bin()
+        self.dir = Path(tempfile.mkdtemp(prefix="zlpg-", dir="/tmp"))
+        self.data = self.dir / "data"
+        self.port = free_port()
+        self.user = "zeroloop"
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres", "postgres")
+        self._run("initdb", "-D", str(self.data), "-U", self.user, "--auth=trust", "-E", "UTF8",
+                  "--no-sync")
+        self.start()
+
+    def _run(self, tool: str, *args: str, check: bool = True,
+             timeout: float = 120) -> subprocess.CompletedProcess:
+        cmd = [str(self.bin / tool), *args]
+        if os.geteuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--", *cmd]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=self.dir)
+        if check and out.returncode != 0:
+            raise RuntimeError(f"{tool} failed: {out.stdout[-1500:]}{out.stderr[-1500:]}")
+        return out
+
+    def start(self) -> None:
+        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run("pg_ctl", "-D", str(self.data), "-o", opts, "-l", str(self.dir / "log"), "-w",
+                  "-t", "60", "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop", check=False)
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Stop (fast: open connections are cut), stay down ``down_s`` seconds, start again."""
+        self.stop()
+        time.sleep(down_s)
+        self.start()
+
+    def create_database(self, name: str) -> str:
+        import psycopg
+
+        with psycopg.connect(host="127.0.0.1", port=self.port, user=self.user, dbname="postgres",
+                             autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return self.url(name)
+
+    def url(self, db: str) -> str:
+        return f"postgresql://{self.user}@127.0.0.1:{self.port}/{db}"
+
+    def close(self) -> None:
+        self.stop("immediate")
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def clean_env(**extra: str) -> dict:
+    """This process's environment without tracking or cluster settings, the venv first on PATH."""
+    drop = ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD",
+            "MLFLOW_FLASK_SERVER_SECRET_KEY")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(RAY_USAGE_STATS_ENABLED="0", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", **extra)
+    return env
+
+
+class MlflowServer:
+    """``mlflow server`` on 127.0.0.1 over ``backend_uri``, artifacts proxied to
+    ``artifacts``; ``auth`` runs MLflow's basic-auth app with the admin
+    credentials given (its users live in ``auth_db``)."""
+
+    def __init__(self, backend_uri: str, artifacts: Path, *, auth: tuple[str, str] | None = None,
+                 workdir: Path | None = None) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.workdir = workdir or artifacts.parent
+        cmd = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(self.port),
+               "--workers", "1", "--backend-store-uri", backend_uri,
+               "--artifacts-destination", str(artifacts)]
+        env = clean_env()
+        if auth:
+            ini = self.workdir / "basic_auth.ini"
+            # as docs/cluster.md: the file holds no secret; the admin's credentials come from the environment
+            ini.write_text("[mlflow]\ndefault_permission = READ\n"
+                           f"database_uri = sqlite:///{self.workdir / 'auth.db'}\n"
+                           "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+            env.update(MLFLOW_AUTH_CONFIG_PATH=str(ini), MLFLOW_FLASK_SERVER_SECRET_KEY="test-secret",
+                       MLFLOW_AUTH_ADMIN_USERNAME=auth[0], MLFLOW_AUTH_ADMIN_PASSWORD=auth[1])
+            cmd += ["--app-name", "basic-auth"]
+        self.log = open(self.workdir / f"mlflow-server-{self.port}.log", "w")  # noqa: SIM115
+        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True, cwd=self.workdir)
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 180) -> None:
+        deadline = time.time() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except urllib.error.HTTPError:
+                return  # it answers (basic auth may guard /health)
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.close()
+                raise RuntimeError(f"no MLflow server: {Path(self.log.name).read_text()[-3000:]}")
+            time.sleep(0.5)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)  # the server and its workers
+            self.proc.wait(timeout=30)
+        self.log.close()

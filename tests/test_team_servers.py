@@ -1,0 +1,461 @@
+"""A team's servers, for real on localhost: MLflow on PostgreSQL, a shared
+Optuna study on PostgreSQL driven from two processes, PostgreSQL restarting
+under a stage and under a study, MLflow's basic-auth app, and a tracking
+store that is down, refusing or damaged."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from services import BIN, MlflowServer, Postgres, clean_env, free_port, why_no_postgres
+from zeroloop.pipeline.params import parse_params
+
+STAGES = [sys.executable, "-m", "zeroloop.pipeline.stages"]
+
+TINY = {
+    "game": "tictactoe", "seed": 5,
+    "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+    "mcts": {"simulations": 8},
+    "selfplay": {"games": 16, "shard_games": 4, "temperature_moves": 4},
+    "train": {"epochs": 1, "batch_size": 16, "replay_generations": 2},
+    "gate": {"games": 8, "simulations": 8, "opening_plies": 1},
+    "evaluate": {"games": 4, "simulations": 8, "opening_plies": 1, "uct_playouts": 10,
+                 "positions_per_group": 3},
+    "generations": {"1": {"prev": 0}, "2": {"prev": 1}},
+    "runtime": {"workers": 2},
+}
+
+
+def write_params(root: Path, data: dict) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "params.yaml").write_text(yaml.safe_dump(parse_params(data).to_yaml_data(), sort_keys=False))
+
+
+def stage(root: Path, env: dict, *args: str, check: bool = True, timeout: float = 600):
+    out = subprocess.run([*STAGES, *args], cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert out.returncode == 0, f"{args} failed:\n{out.stderr[-3000:]}"
+    return out
+
+
+def chain(gens: list[int]) -> list[list[str]]:
+    """dvc.yaml's stage commands in order, without DVC."""
+    steps = [["init"], ["positions"]]
+    for g in gens:
+        steps += [[s, "--gen", str(g), "--prev", str(g - 1)] for s in ("selfplay", "train", "gate")]
+        steps.append(["evaluate", "--gen", str(g)])
+    return steps + [["report"]]
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    why = why_no_postgres()
+    if why:
+        pytest.skip(why)
+    pg = Postgres()
+    try:
+        yield pg
+    finally:
+        pg.close()
+
+
+@pytest.fixture(scope="module")
+def pg_mlflow(postgres, tmp_path_factory):
+    """An MLflow server whose backend store is PostgreSQL, artifacts proxied."""
+    work = tmp_path_factory.mktemp("pg-mlflow")
+    server = MlflowServer(postgres.create_database("mlflow"), work / "artifacts", workdir=work)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def no_traceback(text: str) -> None:
+    assert "Traceback" not in text, text[-3000:]
+
+
+@pytest.mark.slow
+def test_the_pipeline_logs_every_generation_to_mlflow_on_postgresql_through_a_database_restart(
+        tmp_path, postgres, pg_mlflow):
+    root = tmp_path / "repo"
+    write_params(root, {**TINY, "mlflow": {"experiment": "pg-pipeline"}})
+    env = clean_env(MLFLOW_TRACKING_URI=pg_mlflow.url)
+    steps = chain([1, 2])
+    for step in steps[:steps.index(["selfplay", "--gen", "2", "--prev", "1"])]:
+        stage(root, env, *step)
+
+    # PostgreSQL goes down while generation 2's self-play plays, and is back 4 s later: the stage's
+    # logging (and the server's pooled connections) ride it out, the work is kept
+    proc = subprocess.Popen([*STAGES, "selfplay", "--gen", "2", "--prev", "1"], cwd=root, env=env,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not list((root / "data/gen_2").glob("shard_*.zls")) and time.time() < deadline:
+        time.sleep(0.05)
+    postgres.restart(down_s=4)
+    assert proc.wait(timeout=300) == 0, proc.stderr.read()[-3000:]
+    for step in steps[steps.index(["train", "--gen", "2", "--prev", "1"]):]:
+        stage(root, env, *step)
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(pg_mlflow.url)
+    exp = client.get_experiment_by_name("pg-pipeline")
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    gens = {int(r.data.tags["zeroloop.generation"]): r for r in runs if "zeroloop.generation" in r.data.tags}
+    assert sorted(gens) == [1, 2]
+    for g, run in gens.items():
+        assert run.info.status == "FINISHED", g
+        m = run.data.metrics
+        assert {"selfplay/games", "train/loss_epoch", "gate/score", "eval/vs_random_score"} <= set(m), (g, m)
+        assert m["selfplay/games"] == 16
+    assert len(list((root / "data/gen_2").glob("shard_*.zls"))) == 4
+    versions = client.search_model_versions("name = 'zeroloop-tictactoe'")
+    assert versions and client.get_model_version_by_alias("zeroloop-tictactoe", "champion")
+
+
+def _tiny_model(path: Path) -> None:
+    import torch
+
+    from zeroloop.engine.games import make_game
+    from zeroloop.engine.nn import NetConfig, PolicyValueNet
+    from zeroloop.pipeline.data.storage import save_model
+
+    game = make_game("tictactoe")
+    torch.manual_seed(0)
+    save_model(path, PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8)), game)
+
+
+TUNE = {"game": "tictactoe", "tune": {"games": 4, "rounds": 2, "simulations": 8, "reference": "random",
+                                      "pruner": "none", "confirm_games": 0}}
+
+
+def _trials_match(optuna_url: str, mlflow_url: str, study: str, experiment: str):
+    """Optuna's trials and the MLflow trial runs of the study: checked one to one; returns both."""
+    import optuna
+    from mlflow.tracking import MlflowClient
+
+    trials = optuna.load_study(study_name=study, storage=optuna_url).trials
+    numbers = [t.number for t in trials]
+    assert len(numbers) == len(set(numbers))
+    client = MlflowClient(mlflow_url)
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id])
+    parents = [r for r in runs if r.data.tags.get("zeroloop.study") == study]
+    assert len(parents) == 1, [p.info.run_id for p in parents]  # one parent, whoever came first
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    by_trial = {}
+    for r in children:
+        n = int(r.data.tags["optuna.trial"])
+        assert n not in by_trial, f"trial {n} has two MLflow runs"
+        by_trial[n] = r
+    assert sorted(by_trial) == sorted(numbers)
+    for t in trials:
+        run = by_trial[t.number]
+        assert run.info.status != "RUNNING", t.number
+        expected = {"COMPLETE": "COMPLETE", "PRUNED": "PRUNED",
+                    "FAIL": ("FAILED", "INTERRUPTED")}[t.state.name]
+        assert run.data.tags["optuna.state"] in expected, (t.number, t.state, run.data.tags)
+        if t.state.name == "COMPLETE":
+            assert run.data.params["c_puct"] == str(t.params["c_puct"])
+    assert parents[0].info.status != "RUNNING"
+    return trials, by_trial
+
+
+@pytest.mark.slow
+def test_two_machines_share_one_postgresql_study_and_one_mlflow_server(tmp_path, postgres, pg_mlflow):
+    optuna_url = postgres.create_database("optuna_shared")
+    machines = []
+    for name in ("a", "b"):  # two "machines": separate folders, same storage and server
+        root = tmp_path / name
+        write_params(root, {**TUNE, "mlflow": {"experiment": "pg-tune"}})
+        _tiny_model(root / "model.pt")
+        machines.append(root)
+    procs = [subprocess.Popen([str(BIN / "zeroloop"), "tune", "--trials", "3", "--jobs", "2", "--model",
+                               "model.pt", "--storage", optuna_url, "--study", "shared"], cwd=root,
+                              env=clean_env(MLFLOW_TRACKING_URI=pg_mlflow.url), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for root in machines]
+    for p in procs:
+        out, err = p.communicate(timeout=900)
+        assert p.returncode == 0, err[-3000:]
+        no_traceback(err)
+    trials, _ = _trials_match(optuna_url, pg_mlflow.url, "shared", "pg-tune")
+    assert len(trials) == 6 and all(t.state.name == "COMPLETE" for t in trials)  # exactly those asked for
+    assert sum(bool(t.user_attrs.get("default")) for t in trials) == 1  # the defaults are tried once
+
+
+@pytest.mark.slow
+def test_a_study_survives_a_postgresql_restart_and_resumes_without_losing_a_trial(tmp_path, postgres,
+                                                                                   pg_mlflow):
+    optuna_url = postgres.create_database("optuna_restart")
+    write_params(tmp_path, {**TUNE, "tune": {**TUNE["tune"], "games": 8, "rounds": 4},
+                            "mlflow": {"experiment": "pg-restart"}})
+    _tiny_model(tmp_path / "model.pt")
+    cmd = [str(BIN / "zeroloop"), "tune", "--trials", "4", "--model", "model.pt", "--storage", optuna_url,
+           "--study", "restart"]
+    env = clean_env(MLFLOW_TRACKING_URI=pg_mlflow.url)
+    proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+    def restart_in_trial_1() -> None:
+        import optuna
+
+        deadline = time.time() + 300
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                if len(optuna.load_study(study_name="restart", storage=optuna_url).trials) >= 2:
+                    break
+            except Exception:  # noqa: BLE001 - not created yet
+                pass
+            time.sleep(0.2)
+        postgres.restart(down_s=3)
+
+    t = threading.Thread(target=restart_in_trial_1)
+    t.start()
+    out, err = proc.communicate(timeout=900)
+    t.join()
+    no_traceback(err)
+    first = [ln for ln in err.splitlines() if ln.startswith("zeroloop tune: error")]
+    assert proc.returncode == 0 or (proc.returncode == 2 and len(first) == 1), err[-3000:]
+    # rerun: the study goes on from what the storage holds
+    again = subprocess.run(cmd[:3] + ["2"] + cmd[4:], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    trials, _ = _trials_match(optuna_url, pg_mlflow.url, "restart", "pg-restart")
+    done = [t for t in trials if t.state.name == "COMPLETE"]
+    assert len(trials) == 6 and len(done) >= 5, [(t.number, t.state.name) for t in trials]
+    assert sum(bool(t.user_attrs.get("default")) for t in trials) == 1
+
+
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory):
+    """MLflow's basic-auth app over a sqlite store: admin credentials from the environment."""
+    work = tmp_path_factory.mktemp("auth-mlflow")
+    server = MlflowServer(f"sqlite:///{work / 'mlflow.db'}", work / "artifacts", workdir=work,
+                          auth=("admin", "admin-password-9"))
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+def _add_user(server: MlflowServer, user: str, password: str) -> None:
+    import requests
+
+    r = requests.post(f"{server.url}/api/2.0/mlflow/users/create", json={"username": user,
+                      "password": password}, auth=("admin", "admin-password-9"), timeout=30)
+    assert r.status_code == 200, r.text
+
+
+@pytest.mark.slow
+def test_a_basic_auth_server_takes_the_teams_runs_and_refuses_others(tmp_path, auth_server):
+    import requests
+
+    _add_user(auth_server, "alice", "alice-password-123")
+    # a request without credentials is refused
+    r = requests.get(f"{auth_server.url}/api/2.0/mlflow/experiments/search?max_results=1", timeout=30)
+    assert r.status_code == 401
+
+    root = tmp_path / "repo"
+    write_params(root, {**TINY, "generations": {"1": {"prev": 0}}, "mlflow": {"experiment": "team-auth"}})
+    stage(root, clean_env(), "init")
+    # no credentials, then a wrong password: one line each, no work done, no secret printed
+    for extra, words in (({}, "wants credentials"),
+                         ({"MLFLOW_TRACKING_USERNAME": "alice", "MLFLOW_TRACKING_PASSWORD": "wrong-pw-77"},
+                          "refused the credentials of user 'alice'")):
+        out = stage(root, clean_env(MLFLOW_TRACKING_URI=auth_server.url, **extra), "selfplay", "--gen", "1",
+                    "--prev", "0", check=False)
+        assert out.returncode == 2 and words in out.stderr, out.stderr[-2000:]
+        assert len(out.stderr.strip().splitlines()) == 1 and "wrong-pw-77" not in out.stderr
+        assert not (root / "data/gen_1").exists()
+    env = clean_env(MLFLOW_TRACKING_URI=auth_server.url, MLFLOW_TRACKING_USERNAME="alice",
+                    MLFLOW_TRACKING_PASSWORD="alice-password-123")
+    for s in ("selfplay", "train", "gate"):
+        out = stage(root, env, s, "--gen", "1", "--prev", "0")
+        assert "alice-password-123" not in out.stdout + out.stderr
+    from mlflow.tracking import MlflowClient
+
+    os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"] = "alice", "alice-password-123"
+    try:
+        client = MlflowClient(auth_server.url)
+        exp = client.get_experiment_by_name("team-auth")
+        runs = client.search_runs([exp.experiment_id])
+        gen1 = next(r for r in runs if r.data.tags.get("zeroloop.generation") == "1")
+        assert {"selfplay/games", "train/loss_epoch", "gate/score"} <= set(gen1.data.metrics)
+        # the experiment is alice's: another user (default permission READ) may read it, not write to it
+        import requests
+
+        _add_user(auth_server, "bob", "bob-password-456")
+        r = requests.post(f"{auth_server.url}/api/2.0/mlflow/runs/create",
+                          json={"experiment_id": exp.experiment_id}, auth=("bob", "bob-password-456"),
+                          timeout=30)
+        assert r.status_code == 403, r.text
+        r = requests.get(f"{auth_server.url}/api/2.0/mlflow/runs/get", params={"run_id": gen1.info.run_id},
+                         auth=("bob", "bob-password-456"), timeout=30)
+        assert r.status_code == 200, r.text
+    finally:
+        del os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"]
+
+
+def test_an_unreachable_tracking_server_fails_the_stage_before_any_work_in_one_line(tmp_path, mlflow_db):
+    root = tmp_path / "repo"
+    write_params(root, {**TINY, "generations": {"1": {"prev": 0}}})
+    stage(root, clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}"), "init")
+    port = free_port()  # nothing listens there
+    start = time.monotonic()
+    out = stage(root, clean_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{port}", ZEROLOOP_TRACKING_WAIT="3"),
+                "selfplay", "--gen", "1", "--prev", "0", check=False)
+    took = time.monotonic() - start
+    assert out.returncode == 2, out.stderr[-2000:]
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"http://127.0.0.1:{port}" in lines[0] and "nothing was run" in lines[0]
+    assert took < 60  # bounded: MLflow's own retries would wait minutes
+    assert not (root / "data/gen_1").exists()
+    # the next run, with the store back, logs normally
+    back = clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}")
+    stage(root, back, "selfplay", "--gen", "1", "--prev", "0")
+    from mlflow.tracking import MlflowClient
+
+    runs = MlflowClient(f"sqlite:///{mlflow_db}").search_runs(
+        [MlflowClient(f"sqlite:///{mlflow_db}").get_experiment_by_name("zeroloop").experiment_id])
+    assert any(r.data.metrics.get("selfplay/games") == 16 for r in runs)
+
+
+def test_a_tracking_server_lost_after_the_work_costs_the_log_not_the_work(tmp_path, mlflow_db):
+    """The store answers the stage's first check, then goes away: the shards are
+    written, the stage succeeds and says in one line what was not logged."""
+    from services import MlflowServer as Server
+
+    root = tmp_path / "repo"
+    write_params(root, {**TINY, "generations": {"1": {"prev": 0}}})
+    stage(root, clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}"), "init")
+    server = Server(f"sqlite:///{mlflow_db}", tmp_path / "art", workdir=tmp_path)
+    env = clean_env(MLFLOW_TRACKING_URI=server.url, MLFLOW_HTTP_REQUEST_MAX_RETRIES="1",
+                    MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR="1")
+    proc = subprocess.Popen([*STAGES, "selfplay", "--gen", "1", "--prev", "0"], cwd=root, env=env,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not list((root / "data/gen_1").glob("shard_*")) and time.time() < deadline:
+        time.sleep(0.02)
+    server.close()  # gone before the stage logs
+    err = proc.communicate(timeout=300)[1]
+    assert proc.returncode == 0, err[-3000:]
+    no_traceback(err)
+    warn = [ln for ln in err.splitlines() if "not logged" in ln]
+    assert len(warn) == 1 and "self-play metrics" in warn[0], err[-2000:]
+    assert len(list((root / "data/gen_1").glob("shard_*.zls"))) == 4
+
+
+def test_a_damaged_mlflow_db_fails_the_stage_before_any_work_naming_the_file(tmp_path, mlflow_db):
+    root = tmp_path / "repo"
+    write_params(root, {**TINY, "generations": {"1": {"prev": 0}}})
+    env = clean_env()
+    stage(root, env, "init")
+    stage(root, env, "selfplay", "--gen", "1", "--prev", "0")  # a real store with runs in it
+    db = root / "mlflow.db"
+    size = db.stat().st_size
+    with open(db, "r+b") as f:
+        f.truncate(size // 3)
+    before = db.read_bytes()
+    out = stage(root, env, "train", "--gen", "1", "--prev", "0", check=False)
+    assert out.returncode == 2, out.stderr[-2000:]
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(db) in lines[0] and "damaged" in lines[0], out.stderr[-2000:]
+    assert not (root / "models/generations/gen_1/candidate.pt").exists()
+    assert db.read_bytes() == before  # left as it was, for the user to rescue
+    # moved aside as the line says, the stage runs and logs to a new store
+    db.rename(root / "mlflow.db.damaged")
+    stage(root, env, "train", "--gen", "1", "--prev", "0")
+
+
+def _running(client, exp_id) -> list[str]:
+    return [r.info.run_name for r in client.search_runs([exp_id]) if r.info.status == "RUNNING"]
+
+
+def test_tune_stopped_by_sigterm_leaves_nothing_running(tmp_path, mlflow_db):
+    import optuna
+    from mlflow.tracking import MlflowClient
+
+    write_params(tmp_path, {**TUNE, "tune": {**TUNE["tune"], "games": 40, "rounds": 8},
+                            "mlflow": {"experiment": "sigterm"}})
+    _tiny_model(tmp_path / "model.pt")
+    proc = subprocess.Popen([str(BIN / "zeroloop"), "tune", "--trials", "50", "--model", "model.pt",
+                             "--storage", "sqlite:///optuna.db", "--study", "term"], cwd=tmp_path,
+                            env=clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}"),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        try:
+            study = optuna.load_study(study_name="term", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+            if any(t.state.name == "COMPLETE" for t in study.trials) and \
+                    any(t.state.name == "RUNNING" for t in study.trials):
+                break
+        except Exception:  # noqa: BLE001 - not created yet
+            pass
+        time.sleep(0.2)
+    proc.terminate()  # SIGTERM, as `timeout`, a CI cancel or `kill` send
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143, err[-2000:]
+    no_traceback(err)
+    assert "stopped by SIGTERM" in err
+    study = optuna.load_study(study_name="term", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+    assert not [t.number for t in study.trials if t.state.name == "RUNNING"]
+    client = MlflowClient(f"sqlite:///{mlflow_db}")
+    assert _running(client, client.get_experiment_by_name("sigterm").experiment_id) == []
+
+
+def test_tune_refuses_parallel_jobs_on_sqlite_before_creating_anything(tmp_path, mlflow_db):
+    from mlflow.tracking import MlflowClient
+
+    write_params(tmp_path, {**TUNE, "mlflow": {"experiment": "refused"}})
+    _tiny_model(tmp_path / "model.pt")
+    out = subprocess.run([str(BIN / "zeroloop"), "tune", "--trials", "2", "--jobs", "2", "--model",
+                          "model.pt", "--storage", "sqlite:///optuna.db"], cwd=tmp_path,
+                         env=clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}"), capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 2 and re.search(r"--jobs > 1 needs a storage", out.stderr), out.stderr[-2000:]
+    assert len(out.stderr.strip().splitlines()) == 1
+    assert MlflowClient(f"sqlite:///{mlflow_db}").get_experiment_by_name("refused") is None
+    assert not (tmp_path / "optuna.db").exists()
+
+
+def test_tune_with_an_unreachable_tracking_server_fails_in_one_line_before_any_trial(tmp_path):
+    write_params(tmp_path, {**TUNE, "mlflow": {"experiment": "down"}})
+    _tiny_model(tmp_path / "model.pt")
+    out = subprocess.run([str(BIN / "zeroloop"), "tune", "--trials", "2", "--model", "model.pt",
+                          "--storage", "sqlite:///optuna.db"], cwd=tmp_path,
+                         env=clean_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{free_port()}",
+                                       ZEROLOOP_TRACKING_WAIT="2"),
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert len(out.stderr.strip().splitlines()) == 1 and "no MLflow server answered" in out.stderr
+    assert not (tmp_path / "optuna.db").exists()
+
+
+def test_check_tracking_reads_a_server_answer_as_the_client_would(tmp_path):
+    """The credentials header follows MLflow's variables; a non-MLflow answer is named."""
+    from zeroloop.pipeline import tracking
+
+    env = {"MLFLOW_TRACKING_USERNAME": "u", "MLFLOW_TRACKING_PASSWORD": "p"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        assert tracking._credentials_header() == {"Authorization": "Basic dTpw"}
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    assert json.dumps(tracking.HTTP_RETRIES)  # bounded defaults exist
