@@ -48,7 +48,9 @@ def check_storage(url: str) -> None:
             return
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy, journal and plugin errors alike
             text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            if "already exists" in str(exc) and attempt < 4:
+            # two machines creating the tables at once: "already exists", or a unique violation in
+            # PostgreSQL's catalogue ("duplicate key value ... pg_type_typname_nsp_index")
+            if any(w in str(exc) for w in ("already exists", "duplicate key")) and attempt < 4:
                 time.sleep(0.5 + attempt)
                 continue
             raise ValueError(f"--storage {storage_key(url)!r}: cannot open it ({type(exc).__name__}: "
