@@ -338,7 +338,9 @@ def test_a_tracking_server_lost_after_the_work_costs_the_log_not_the_work(tmp_pa
     from services import MlflowServer as Server
 
     root = tmp_path / "repo"
-    write_params(root, {**TINY, "generations": {"1": {"prev": 0}}})
+    # games enough that self-play outlasts the moment its first shard appears
+    write_params(root, {**TINY, "generations": {"1": {"prev": 0}}, "mcts": {"simulations": 24},
+                        "selfplay": {**TINY["selfplay"], "games": 64}})
     stage(root, clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}"), "init")
     server = Server(f"sqlite:///{mlflow_db}", tmp_path / "art", workdir=tmp_path)
     env = clean_env(MLFLOW_TRACKING_URI=server.url, MLFLOW_HTTP_REQUEST_MAX_RETRIES="1",
@@ -354,7 +356,7 @@ def test_a_tracking_server_lost_after_the_work_costs_the_log_not_the_work(tmp_pa
     no_traceback(err)
     warn = [ln for ln in err.splitlines() if "not logged" in ln]
     assert len(warn) == 1 and "self-play metrics" in warn[0], err[-2000:]
-    assert len(list((root / "data/gen_1").glob("shard_*.zls"))) == 4
+    assert len(list((root / "data/gen_1").glob("shard_*.zls"))) == 16
 
 
 def test_a_damaged_mlflow_db_fails_the_stage_before_any_work_naming_the_file(tmp_path, mlflow_db):
@@ -387,7 +389,7 @@ def test_tune_stopped_by_sigterm_leaves_nothing_running(tmp_path, mlflow_db):
     import optuna
     from mlflow.tracking import MlflowClient
 
-    write_params(tmp_path, {**TUNE, "tune": {**TUNE["tune"], "games": 40, "rounds": 8},
+    write_params(tmp_path, {**TUNE, "tune": {**TUNE["tune"], "games": 16, "rounds": 4},
                             "mlflow": {"experiment": "sigterm"}})
     _tiny_model(tmp_path / "model.pt")
     proc = subprocess.Popen([str(BIN / "zeroloop"), "tune", "--trials", "50", "--model", "model.pt",
