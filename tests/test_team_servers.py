@@ -286,7 +286,7 @@ def test_a_basic_auth_server_takes_the_teams_runs_and_refuses_others(tmp_path, a
         assert "alice-password-123" not in out.stdout + out.stderr
     from mlflow.tracking import MlflowClient
 
-    os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"] = "alice", "alice-password-123"
+    os.environ.update(MLFLOW_TRACKING_USERNAME="alice", MLFLOW_TRACKING_PASSWORD="alice-password-123")
     try:
         client = MlflowClient(auth_server.url)
         exp = client.get_experiment_by_name("team-auth")

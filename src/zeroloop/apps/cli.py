@@ -136,8 +136,11 @@ def cmd_experiments(args: argparse.Namespace) -> int:
 
     try:
         runs = collect(args.repo)
-    except Exception as exc:  # noqa: BLE001 - not a DVC repository, no commit, ...
-        print(f"zeroloop experiments: {args.repo}: {exc}", file=sys.stderr)
+    except ValueError as exc:  # not a git repository, no commit, no DVC
+        print(f"zeroloop experiments: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - DVC's own errors
+        print(f"zeroloop experiments: {args.repo}: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
     base = next((r for r in runs if r.name == args.baseline), None) if args.baseline else None
     if args.baseline and base is None:

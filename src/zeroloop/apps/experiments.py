@@ -30,10 +30,37 @@ class Run:
     metrics: dict[str, Any]
 
 
+def check_repository(repo: str | Path = ".") -> None:
+    """DVC experiments live in a git repository with a commit and a DVC
+    project: ValueError saying which is missing, naming the folder."""
+    import subprocess
+
+    where = Path(repo).resolve()
+    if not where.is_dir():
+        raise ValueError(f"{where}: no such folder")
+
+    def git(*args: str) -> bool:
+        try:
+            return subprocess.run(["git", *args], cwd=where, capture_output=True, timeout=30).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            return False
+
+    if not git("rev-parse", "--git-dir"):
+        raise ValueError(f"{where} is not in a git repository: DVC experiments need a git repository with "
+                         "DVC in it (run this in a clone of your zeroloop project)")
+    if not git("rev-parse", "--verify", "-q", "HEAD"):
+        raise ValueError(f"{where}: the git repository has no commit yet; DVC experiments start from a "
+                         "commit (git add -A && git commit)")
+    if not any((d / ".dvc").is_dir() for d in (where, *where.parents)):
+        raise ValueError(f"{where} is not in a DVC project (no .dvc/ folder here or above): `dvc init`, "
+                         "then run the pipeline")
+
+
 def collect(repo: str | Path = ".") -> list[Run]:
     """The baseline first, then each experiment of the current commit that has results."""
     import dvc.api
 
+    check_repository(repo)
     runs = []
     for row in dvc.api.exp_show(repo=str(repo)):
         rev = row.get("rev")

@@ -245,6 +245,9 @@ class RuntimeParams(_Section):
         "", description="backend ray: '' joins RAY_ADDRESS or starts a Ray instance on this machine; "
                         "'auto' joins the cluster this machine is a node of; 'host:port' a head node's "
                         "address; 'ray://host:port' through Ray Client")
+    ray_connect_timeout_s: float = Field(20.0, gt=0, le=3600,
+                                         description="backend ray: seconds to wait for the head node at "
+                                                     "ray_address before the stage stops with one line")
     ray_gpus_per_task: float = Field(1.0, ge=0, le=64,
                                      description="backend ray, network on CUDA: GPUs each task asks for "
                                                  "(0.5: two tasks share one)")
@@ -259,7 +262,19 @@ class RuntimeParams(_Section):
             from zeroloop.engine.nn.inference import resolve_device
 
             cuda = resolve_device("auto").type == "cuda"
-        return Backend("ray", self.ray_address, self.ray_gpus_per_task if cuda else 0.0)
+        return Backend("ray", self.ray_address, self.ray_gpus_per_task if cuda else 0.0,
+                       connect_timeout_s=self.ray_connect_timeout_s)
+
+    @field_validator("ray_address")
+    @classmethod
+    def _ray_address(cls, v: str) -> str:
+        v = v.strip()
+        if v in ("", "auto"):
+            return v
+        host, sep, port = v.removeprefix("ray://").rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536 or "/" in host:
+            raise ValueError(f"must be '', auto, host:port or ray://host:port, got {v!r}")
+        return v
 
     @field_validator("device")
     @classmethod

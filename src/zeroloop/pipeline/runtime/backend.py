@@ -48,12 +48,15 @@ class Backend:
         CUDA (0.5: two tasks share a GPU).
     retries: Ray only: how often a task whose worker or node died is run
         again (its shards are rebuilt from their seeds, so nothing changes).
+    connect_timeout_s: Ray only: seconds to wait for the head node at a
+        ``host:port`` address before giving up with one line.
     """
 
     kind: Literal["local", "ray"] = "local"
     address: str = ""
     gpus_per_task: float = 0.0
     retries: int = 3
+    connect_timeout_s: float = 20.0
 
     @property
     def shares_files(self) -> bool:

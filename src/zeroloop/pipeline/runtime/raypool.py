@@ -28,10 +28,34 @@ _LOST = (rex.WorkerCrashedError, rex.NodeDiedError, rex.LocalRayletDiedError, re
          rex.OwnerDiedError, rex.RaySystemError, rex.ActorDiedError)
 
 
+def _wait_for_head(address: str, timeout_s: float) -> None:
+    """A TCP connection to the head's ``host:port`` within ``timeout_s``, else
+    ValueError naming the address: Ray's own connect retries for minutes,
+    logging warnings that name other addresses, when nothing listens there."""
+    import socket
+
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection((host, int(port)), timeout=min(5.0, timeout_s)):
+                return
+        except (OSError, ValueError) as exc:
+            if time.monotonic() >= deadline:
+                why = getattr(exc, "strerror", None) or exc
+                raise ValueError(f"runtime.ray_address={address!r}: cannot reach a Ray cluster there within "
+                                 f"{timeout_s:.0f}s ({why}); start one with `ray start --head`, or use "
+                                 "runtime.backend: local") from None
+            time.sleep(0.5)
+
+
 def connect(backend: Backend) -> None:
     """Join (or start) the Ray instance ``backend.address`` names, once per process."""
     if ray.is_initialized():
         return
+    named = backend.address or os.environ.get("RAY_ADDRESS", "")
+    if named and named != "auto":
+        _wait_for_head(named, backend.connect_timeout_s)
     address = backend.address or None
     kwargs: dict[str, Any] = {}
     if address is None and not os.environ.get("RAY_ADDRESS"):

@@ -1,0 +1,98 @@
+"""Faults a user meets, each probed for real: a command run in the wrong
+folder, an unreachable Ray cluster, a model file overwritten, a DVC remote
+that is gone, a disk that fills up."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from services import BIN, clean_env, free_port
+from zeroloop.pipeline.params import parse_params
+
+STAGES = [sys.executable, "-m", "zeroloop.pipeline.stages"]
+GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+
+
+def zeroloop(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300):
+    return subprocess.run([str(BIN / "zeroloop"), *args], cwd=cwd, env=env or clean_env(),
+                          capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_experiments_outside_a_project_says_what_is_missing(tmp_path):
+    where = tmp_path / "plain"
+    where.mkdir()
+    steps = [
+        (None, "is not in a git repository"),
+        (["git", "init", "-q"], "has no commit yet"),
+        ([*GIT, "commit", "-q", "--allow-empty", "-m", "x"], "is not in a DVC project"),
+    ]
+    for cmd, words in steps:
+        if cmd:
+            subprocess.run(cmd, cwd=where, check=True)
+        out = zeroloop("experiments", cwd=where)
+        assert out.returncode == 2, out.stderr
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and words in lines[0] and str(where) in lines[0], out.stderr
+    subprocess.run([str(BIN / "dvc"), "init", "-q"], cwd=where, check=True)
+    subprocess.run([*GIT, "commit", "-qam", "dvc"], cwd=where, check=True)
+    out = zeroloop("experiments", cwd=where)
+    assert out.returncode == 0 and "no experiment" in out.stdout + out.stderr, out.stderr
+
+
+TINY = {
+    "game": "tictactoe", "seed": 5,
+    "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+    "mcts": {"simulations": 8},
+    "selfplay": {"games": 16, "shard_games": 4, "temperature_moves": 4},
+    "train": {"epochs": 1, "batch_size": 16, "replay_generations": 2},
+    "gate": {"games": 8, "simulations": 8, "opening_plies": 1},
+    "generations": {"1": {"prev": 0}},
+    "runtime": {"workers": 2},
+}
+
+
+def write_params(root: Path, data: dict) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "params.yaml").write_text(yaml.safe_dump(parse_params(data).to_yaml_data(), sort_keys=False))
+
+
+def stage(root: Path, env: dict, *args: str, check: bool = True, timeout: float = 600):
+    out = subprocess.run([*STAGES, *args], cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert out.returncode == 0, f"{args} failed:\n{out.stderr[-3000:]}"
+    return out
+
+
+def test_an_unreachable_ray_address_stops_the_stage_in_seconds_naming_it(tmp_path, mlflow_db):
+    port = free_port()  # nothing listens there
+    runtime = {"workers": 2, "backend": "ray", "ray_address": f"127.0.0.1:{port}", "ray_connect_timeout_s": 3}
+    write_params(tmp_path, {**TINY, "runtime": runtime})
+    env = clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}")
+    stage(tmp_path, env, "init")
+    start = time.monotonic()
+    out = stage(tmp_path, env, "selfplay", "--gen", "1", "--prev", "0", check=False, timeout=300)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    lines = [ln for ln in out.stderr.splitlines() if "error" in ln]  # and the progress bar at 0
+    assert len(lines) == 1 and f"runtime.ray_address='127.0.0.1:{port}'" in lines[0], out.stderr[-2000:]
+    assert "cannot reach a Ray cluster" in lines[0]
+    assert time.monotonic() - start < 60  # Ray alone retried for over 6 minutes
+    assert not list((tmp_path / "data").glob("gen_1/shard_*"))
+
+
+@pytest.mark.parametrize("address", ["127.0.0.1", "http://host:6379", "host:port", "host:0"])
+def test_a_malformed_ray_address_is_refused_by_the_params_check(tmp_path, address):
+    write_params(tmp_path, TINY)
+    data = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    data["runtime"].update(backend="ray", ray_address=address)
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+    out = stage(tmp_path, clean_env(), "check", check=False)
+    assert out.returncode == 2 and "runtime.ray_address" in out.stderr, out.stderr[-2000:]
+    assert len(out.stderr.strip().splitlines()) == 1
