@@ -139,3 +139,89 @@ def test_schemathesis_finds_no_failure_with_every_check(server, tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout[-4000:]
     assert " passed" in out.stdout and "failure" not in out.stdout.split("SUMMARY")[-1]
+
+
+def _start(root: Path, *extra: str):
+    port = _free_port()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "zeroloop"), "serve", "--port", str(port),
+                             "--root", str(root), "--device", "cpu", *extra],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if httpx.get(f"{url}/api/games", timeout=1).status_code == 200:
+                return url, proc
+        except httpx.HTTPError:
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError(f"server did not start: {proc.stderr.read()[-2000:]}")
+
+
+def test_a_full_server_refuses_new_games_and_never_drops_a_live_one(tmp_path):
+    url, proc = _start(tmp_path, "--max-sessions", "5", "--idle-minutes", "0.05")  # idle after 3 s
+    try:
+        live = [_session(url, game="tictactoe", sims=10, human_first=True) for _ in range(5)]
+        r = httpx.post(f"{url}/api/sessions", json={"game": "tictactoe", "sims": 10}, timeout=10)
+        assert r.status_code == 503 and int(r.headers["retry-after"]) >= 1, r.text
+        assert "limit" in r.json()["error"]
+        for sid in live:  # every game in progress is still there, and playable
+            assert httpx.get(f"{url}/api/sessions/{sid}", timeout=10).status_code == 200
+        r = httpx.post(f"{url}/api/sessions/{live[0]}/move", json={"move": "5"}, timeout=10)
+        assert r.status_code == 200, r.text
+        # games untouched for the idle time make room; the one just played stays
+        time.sleep(2.0)
+        httpx.get(f"{url}/api/sessions/{live[0]}", timeout=10)
+        time.sleep(1.5)
+        newer = _session(url, game="tictactoe", sims=10, human_first=True)
+        assert httpx.get(f"{url}/api/sessions/{newer}", timeout=10).status_code == 200
+        assert httpx.get(f"{url}/api/sessions/{live[0]}", timeout=10).status_code == 200
+        gone = [s for s in live[1:] if httpx.get(f"{url}/api/sessions/{s}", timeout=10).status_code == 404]
+        assert len(gone) == 1  # one idle game made room for one new game, the least recently used
+        assert gone == [live[1]]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def test_while_the_engine_thinks_pollers_get_answers_at_once(server):
+    """More pollers than the server has threads (anyio's pool: 40) while one
+    game's engine searches 20000 simulations: each answers at once."""
+    url, _ = server
+    sid = _session(url)
+    ai = {}
+
+    def think():
+        try:  # disconnecting after 20 s cancels the search
+            ai["status"] = httpx.post(f"{url}/api/sessions/{sid}/ai", timeout=20.0).status_code
+        except httpx.TimeoutException:
+            ai["status"] = "cancelled"
+
+    thinker = threading.Thread(target=think)
+    thinker.start()
+    deadline = time.time() + 10
+    while not httpx.get(f"{url}/api/sessions/{sid}", timeout=5).json()["thinking"]:
+        assert time.time() < deadline, "the search never started"
+        time.sleep(0.1)
+    answers: list[tuple[int, float, bool]] = []
+
+    def poll(i):
+        t0 = time.time()
+        path = f"/api/sessions/{sid}" if i % 3 else "/api/games"
+        r = httpx.get(f"{url}{path}", timeout=15)
+        answers.append((r.status_code, time.time() - t0, r.json().get("thinking", True) if i % 3 else True))
+
+    pollers = [threading.Thread(target=poll, args=(i,)) for i in range(60)]
+    for t in pollers:
+        t.start()
+    for t in pollers:
+        t.join(timeout=20)
+    assert len(answers) == 60 and all(code == 200 for code, _, _ in answers), answers
+    assert all(thinking for _, _, thinking in answers)  # the game's state says its engine thinks
+    assert max(s for _, s, _ in answers) < 10, "pollers waited on the search"
+    r = httpx.post(f"{url}/api/sessions/{sid}/move", json={"move": "4"}, timeout=5)
+    assert r.status_code == 409 and "thinking" in r.json()["error"]
+    r = httpx.post(f"{url}/api/sessions/{sid}/ai", timeout=5)
+    assert r.status_code == 409
+    assert ai == {}, "the search ended before the pollers were done"  # so they really polled a search
+    thinker.join(timeout=40)

@@ -123,7 +123,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
               "your recorded games", file=sys.stderr)
     print(f"zeroloop: open http://{args.host}:{args.port}/ (Ctrl-C stops)", file=sys.stderr)
     try:
-        serve(args.host, args.port, args.root, args.device, args.max_searches)
+        serve(args.host, args.port, args.root, args.device, args.max_searches, args.max_sessions,
+              args.idle_minutes)
     except OSError as exc:  # the port is taken, the address is not this machine's, ...
         print(f"zeroloop serve: cannot listen on {args.host}:{args.port}: {exc.strerror or exc}",
               file=sys.stderr)
@@ -262,6 +263,11 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
     sv.add_argument("--max-searches", type=int, default=None,
                     help="AI moves searched at once (default: one per core); more get 503 + Retry-After")
+    sv.add_argument("--max-sessions", type=int, default=200,
+                    help="games kept at once (default 200); a new game beyond it takes the place of one "
+                         "idle --idle-minutes, else gets 503 + Retry-After: live games are never dropped")
+    sv.add_argument("--idle-minutes", type=float, default=30.0,
+                    help="minutes a game may sit untouched before a new one may take its place (default 30)")
     sv.set_defaults(func=cmd_serve)
 
     ex = sub.add_parser(
@@ -290,6 +296,10 @@ def _argument_problem(args: argparse.Namespace) -> str | None:
         return f"--port {args.port}: must be 1-65535"
     if args.command == "serve" and args.max_searches is not None and args.max_searches < 1:
         return f"--max-searches {args.max_searches}: must be >= 1"
+    if args.command == "serve" and args.max_sessions < 1:
+        return f"--max-sessions {args.max_sessions}: must be >= 1"
+    if args.command == "serve" and not args.idle_minutes > 0:
+        return f"--idle-minutes {args.idle_minutes}: must be > 0"
     return None
 
 

@@ -82,29 +82,68 @@ def _errors(*codes: int) -> dict[int, dict[str, Any]]:
     return {c: {"model": ErrorBody, "description": what[c]} for c in codes}
 
 
-class Sessions:
-    """Games in progress, by id; the oldest is dropped beyond ``limit``."""
+#: Games kept at most, and how long one may sit untouched before it may be dropped.
+MAX_SESSIONS = 200
+IDLE_MINUTES = 30.0
 
-    def __init__(self, limit: int = 200) -> None:
-        self.limit = limit
+
+class SessionsFull(PlayError):
+    """No room for a new game: every kept game was used recently (503, Retry-After)."""
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message, 503)
+        self.retry_after_s = retry_after_s
+
+
+class Sessions:
+    """Games in progress, by id. At most ``limit`` are kept; a new game takes
+    the place of one untouched for ``idle_s`` seconds (the least recently used
+    first), never of a game in use or whose engine is thinking. When none is
+    idle the new game is refused (:class:`SessionsFull`): live games are never
+    dropped to make room."""
+
+    def __init__(self, limit: int = MAX_SESSIONS, idle_s: float = IDLE_MINUTES * 60) -> None:
+        self.limit, self.idle_s = limit, idle_s
         self._items: OrderedDict[str, PlaySession] = OrderedDict()
+        self._used: dict[str, float] = {}
+        self.views: dict[str, dict[str, Any]] = {}  # each game's last state, shown while its engine thinks
         self._lock = threading.Lock()
 
     def add(self, session: PlaySession) -> str:
+        import time
+
         sid = secrets.token_urlsafe(8)
         with self._lock:
+            now = time.monotonic()
+            if len(self._items) >= self.limit:
+                for old in list(self._items):  # least recently used first
+                    if len(self._items) < self.limit or now - self._used[old] < self.idle_s:
+                        break
+                    if not self._items[old].lock.locked():
+                        del self._items[old], self._used[old]
+                        self.views.pop(old, None)
+            if len(self._items) >= self.limit:
+                oldest = self._used[next(iter(self._items))]
+                wait = max(1, int(self.idle_s - (now - oldest)) + 1)
+                raise SessionsFull(f"the server holds {self.limit} games in use, its limit; a game untouched "
+                                   f"for {self.idle_s / 60:g} minutes makes room (retry in {wait} s)", wait)
             self._items[sid] = session
-            while len(self._items) > self.limit:
-                self._items.popitem(last=False)
+            self._used[sid] = now
         return sid
 
     def get(self, sid: str) -> PlaySession:
+        import time
+
         with self._lock:
             session = self._items.get(sid)
             if session is None:
                 raise PlayError(f"unknown game session {sid!r} (it may have expired; start a new game)", 404)
             self._items.move_to_end(sid)
+            self._used[sid] = time.monotonic()
             return session
+
+    def __len__(self) -> int:
+        return len(self._items)
 
 
 class _TooLarge(Exception):
@@ -172,23 +211,27 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0,
-               max_searches: int | None = None) -> FastAPI:
+               max_searches: int | None = None, max_sessions: int = MAX_SESSIONS,
+               idle_minutes: float = IDLE_MINUTES) -> FastAPI:
     """The app; ``root`` is the project directory whose ``models/``, ``data/``
     and ``reports/`` it serves; ``max_searches`` AI searches run at once
-    (default: one per core)."""
+    (default: one per core); at most ``max_sessions`` games are kept, a game
+    idle ``idle_minutes`` making room for a new one (:class:`Sessions`)."""
     from zeroloop.pipeline.runtime.backend import local_cores
 
     root = Path(root)
     app = FastAPI(title="zeroloop", description="Play zeroloop models and view recorded games.",
                   version="1")
     nets = NetCache(device)
-    sessions = Sessions()
+    sessions = Sessions(max_sessions, idle_minutes * 60)
+    views = sessions.views
     slots = threading.BoundedSemaphore(max_searches or local_cores())
     app.add_middleware(BodyLimit, limit=MAX_BODY_BYTES)
 
     @app.exception_handler(PlayError)
     async def _play_error(request: Request, exc: PlayError) -> JSONResponse:
-        return JSONResponse({"error": str(exc)}, status_code=exc.status)
+        headers = {"Retry-After": str(exc.retry_after_s)} if isinstance(exc, SessionsFull) else None
+        return JSONResponse({"error": str(exc)}, status_code=exc.status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -214,7 +257,9 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0,
             raise PlayError(str(exc), 404) from None
 
     def _state(sid: str, session: PlaySession) -> dict[str, Any]:
-        return {"id": sid, **session.view()}
+        state = {"id": sid, **session.view(), "thinking": False}
+        views[sid] = state
+        return state
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
@@ -244,22 +289,34 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0,
     created = {"description": "the new game", "links": session_links}
 
     @app.post("/api/sessions", status_code=201, operation_id="new_session",
-              responses={**_errors(400, 404, 413, 422), 201: created})
+              responses={**_errors(400, 404, 413, 422, 503), 201: created})
     def create(body: NewGame) -> dict[str, Any]:
-        """Start a game; when the AI moves first, call /ai next."""
+        """Start a game; when the AI moves first, call /ai next. 503 with
+        Retry-After when the server holds its limit of games, all in use."""
         session = new_session(body.game, body.model, sims=body.sims, human_first=body.human_first,
                               root=root, nets=nets, seed=seed, allow_paths=False)
         return _state(sessions.add(session), session)
 
-    def _act(sid: str, action) -> dict[str, Any]:
+    def _act(sid: str, action, read_only: bool = False) -> dict[str, Any]:
+        """One request at a time per game, none waiting: while the engine
+        thinks, a read gets the last state with ``thinking: true`` and a
+        change gets 409, at once (a request never holds a thread on a search)."""
         session = sessions.get(sid)
-        with session.lock:  # one request at a time per game
+        if not session.lock.acquire(blocking=False):
+            if read_only and sid in views:
+                return {**views[sid], "thinking": True}
+            raise PlayError("the engine is thinking about its move; wait until GET shows thinking: false",
+                            409)
+        try:
             action(session)
             return _state(sid, session)
+        finally:
+            session.lock.release()
 
     @app.get("/api/sessions/{sid}", operation_id="show_session", responses=_errors(404))
     def show(sid: str) -> dict[str, Any]:
-        return _act(sid, lambda s: None)
+        """The game's state; ``thinking`` is true while its engine searches (the state before its move)."""
+        return _act(sid, lambda s: None, read_only=True)
 
     @app.post("/api/sessions/{sid}/move", operation_id="move", responses=_errors(400, 404, 409, 413, 422))
     def move(sid: str, body: Move) -> dict[str, Any]:
@@ -270,7 +327,8 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0,
     async def ai(sid: str, request: Request) -> dict[str, Any]:
         """The AI searches and moves; ``last_ai`` holds its value and visit shares.
         503 with Retry-After when every search slot is busy."""
-        sessions.get(sid)  # 404 before taking a slot
+        if sessions.get(sid).lock.locked():  # 404 before taking a slot; 409 while it already thinks
+            raise PlayError("the engine is already thinking about this game's move", 409)
         if not slots.acquire(blocking=False):
             return JSONResponse({"error": "the server is busy with other searches; retry in a moment"},
                                 status_code=503, headers={"Retry-After": "1"})
@@ -294,7 +352,7 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0,
         """Take back the human's last move (and the AI's reply)."""
         return _act(sid, PlaySession.undo)
 
-    @app.post("/api/sessions/{sid}/restart", operation_id="restart", responses=_errors(404))
+    @app.post("/api/sessions/{sid}/restart", operation_id="restart", responses=_errors(404, 503))
     def restart(sid: str) -> dict[str, Any]:
         """The same game, model, strength and colour, from the start."""
         old = sessions.get(sid)
@@ -318,8 +376,10 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0,
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, root: str | Path = ".", device: str = "auto",
-          max_searches: int | None = None) -> None:
+          max_searches: int | None = None, max_sessions: int = MAX_SESSIONS,
+          idle_minutes: float = IDLE_MINUTES) -> None:
     import uvicorn
 
-    uvicorn.run(create_app(root, device, max_searches=max_searches), host=host, port=port,
+    uvicorn.run(create_app(root, device, max_searches=max_searches, max_sessions=max_sessions,
+                           idle_minutes=idle_minutes), host=host, port=port,
                 log_level="warning")
