@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -116,6 +117,31 @@ class RayPool:
         self._remote = ray.remote(_run).options(num_cpus=1, num_gpus=backend.gpus_per_task,
                                                  max_retries=backend.retries, retry_exceptions=False)
         self._refs: list = []
+        self._nodes = self._alive_nodes()
+        self._nodes_checked = time.monotonic()
+
+    @staticmethod
+    def _alive_nodes() -> dict[str, str]:
+        """Node id -> address of the cluster's live nodes."""
+        try:
+            return {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes() if n.get("Alive")}
+        except Exception:  # noqa: BLE001 - the cluster's own trouble shows in the tasks
+            return {}
+
+    def _watch_nodes(self) -> None:
+        """Say once, naming it, when a node leaves the cluster: Ray runs its
+        tasks again elsewhere (``retries``), so the stage goes on."""
+        if time.monotonic() - self._nodes_checked < 1.0:
+            return
+        self._nodes_checked = time.monotonic()
+        alive = self._alive_nodes()
+        if not alive:
+            return
+        for node, address in self._nodes.items():
+            if node not in alive:
+                print(f"[ray] lost node {address} ({node[:12]}): its tasks run again on the other nodes",
+                      file=sys.stderr, flush=True)
+        self._nodes = alive
 
     def submit(self, fn: Callable[[Any, Tick], Any], task) -> Future:
         ref = self._remote.remote(fn, task, self._counter)
@@ -136,6 +162,7 @@ class RayPool:
 
     def drain(self, timeout: float = 0.2) -> int:
         time.sleep(timeout)
+        self._watch_nodes()
         return ray.get(self._counter.take.remote())
 
     def lost(self, exc: BaseException) -> bool:
