@@ -4,6 +4,8 @@ that is gone, a disk that fills up."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -96,3 +98,40 @@ def test_a_malformed_ray_address_is_refused_by_the_params_check(tmp_path, addres
     out = stage(tmp_path, clean_env(), "check", check=False)
     assert out.returncode == 2 and "runtime.ray_address" in out.stderr, out.stderr[-2000:]
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def _mount_tmpfs(where: Path, size: str) -> None:
+    out = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {out.stderr.strip()}")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("mount"),
+                    reason="mounting a small tmpfs needs root")
+def test_a_disk_filling_up_during_selfplay_gives_one_line_and_a_rerun_finishes_the_same(tmp_path, mlflow_db):
+    config = {**TINY, "selfplay": {**TINY["selfplay"], "games": 48}}
+    calm, full = tmp_path / "calm", tmp_path / "full"
+    env = clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}")
+    for root in (calm, full):
+        write_params(root, config)
+    stage(calm, env, "init")
+    stage(calm, env, "selfplay", "--gen", "1", "--prev", "0")
+    (full / "data").mkdir()
+    _mount_tmpfs(full / "data", "12k")  # room for a few shards only
+    try:
+        stage(full, env, "init")
+        out = stage(full, env, "selfplay", "--gen", "1", "--prev", "0", check=False)
+        assert out.returncode == 2, out.stderr[-2000:]
+        assert "Traceback" not in out.stderr
+        errors = [ln for ln in out.stderr.splitlines() if "error" in ln]
+        assert len(errors) == 1 and "no space left on the device" in errors[0], out.stderr[-2000:]
+        assert not list((full / "data").rglob("*.tmp")), "a half-written file was left behind"
+        kept = list((full / "data").rglob("shard_*.zls"))
+        assert kept  # the shards finished before the disk filled stay
+        subprocess.run(["mount", "-o", "remount,size=64m", str(full / "data")], check=True)
+        stage(full, env, "selfplay", "--gen", "1", "--prev", "0")
+        digest = lambda root: {p.name: p.read_bytes() for p in sorted((root / "data/gen_1").glob("shard_*"))}  # noqa: E731
+        assert digest(full) == digest(calm) and len(digest(calm)) == 12
+    finally:
+        subprocess.run(["umount", str(full / "data")], capture_output=True)

@@ -91,6 +91,13 @@ def test_dvc_repro_end_to_end(repo):
     assert champion == (repo / "models/generations/gen_2/best.pt").read_bytes()
     assert (repo / "reports/plots/elo.png").stat().st_size > 1000
 
+    # a model file overwritten by mistake: DVC sees it, restores it from its cache, reruns nothing
+    candidate = repo / "models/generations/gen_1/candidate.pt"
+    good = candidate.read_bytes()
+    candidate.write_text("not a model\n")
+    out = dvc(repo, "repro", env=env)
+    assert candidate.read_bytes() == good and "Running stage" not in out.stdout, out.stdout[-2000:]
+
     # the viewer reads the recorded games of this very run
     from zeroloop.apps.records import list_records, load_record
 

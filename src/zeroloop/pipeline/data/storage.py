@@ -38,12 +38,26 @@ def _umask() -> int:
     return mask
 
 
+class NoSpaceError(ValueError):
+    """The disk filled up while a file was written (a one-line error: the
+    stages report it and exit 2; the half-written file is gone)."""
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file and a rename, so readers
-    (and a rerun after a kill) see the old file or the whole new one."""
+    (and a rerun after a kill) see the old file or the whole new one. A full
+    disk raises :class:`NoSpaceError` naming the path."""
+    import errno
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise NoSpaceError(f"{path}: no space left on the device; free some and rerun (files written "
+                               "before are kept)") from None
+        raise
     try:
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; a file we publish gets the usual mode
         with os.fdopen(fd, "wb") as f:
@@ -51,8 +65,11 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise NoSpaceError(f"{path}: no space left on the device ({len(data):,} bytes to write); free "
+                               "some and rerun (files written before are kept)") from None
         raise
 
 
