@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup browser repro test test-fast lint bench serve docs clean
+.PHONY: setup browser repro test test-fast lint bench serve ui docs clean
 
 setup: $(STAMP)
 
@@ -40,6 +40,20 @@ lint: $(STAMP)
 
 serve: $(STAMP)
 	$(BIN)/zeroloop serve
+
+# The MLflow UI on the pipeline's store, opened on the runs of the pipeline's experiment
+# (params.yaml mlflow.experiment). MLflow 3.17 opens an experiment on its GenAI overview unless the
+# URL says workflowType=machine_learning (docs/tracking.md), so the URL printed here says it.
+# One worker and no job runner (it serves GenAI features: judges, issue detection) keep it light.
+UI_STORE ?= sqlite:///mlflow.db
+UI_PORT ?= 5000
+ui: $(STAMP)
+	@MLFLOW_TRACKING_URI="$(UI_STORE)" $(BIN)/python -c 'from mlflow.tracking import MlflowClient; \
+	  from zeroloop.pipeline.params import load_params; \
+	  from zeroloop.pipeline.tracking import open_experiment, tracking_uri; \
+	  exp = open_experiment(MlflowClient(tracking_uri()), load_params().mlflow.experiment); \
+	  print(f"MLflow UI, once it has started: http://127.0.0.1:$(UI_PORT)/#/experiments/{exp}/runs?workflowType=machine_learning", flush=True)'
+	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false exec $(BIN)/mlflow server --backend-store-uri "$(UI_STORE)" --host 127.0.0.1 --port $(UI_PORT) --workers 1
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/selfplay_throughput.py

@@ -1,13 +1,16 @@
 """A real browser against `zeroloop serve`: headless Chromium (Debian's
 package, which `make test` installs) driven by Playwright plays a whole
-tic-tac-toe game by clicking, undoes a move, and steps through a recorded game."""
+tic-tac-toe game by clicking, undoes a move, and steps through a recorded game.
+And against `make ui`: the MLflow UI opens on the pipeline's runs, with their source."""
 
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -15,6 +18,8 @@ from pathlib import Path
 import pytest
 
 from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
+
+ROOT = Path(__file__).resolve().parents[1]
 
 CHROMIUM = os.environ.get("ZEROLOOP_CHROMIUM", "/usr/bin/chromium")
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
@@ -142,3 +147,101 @@ def test_step_through_a_recorded_game(server, page):
     assert top_row == ["X", "X", "X"]
     page.click("#step-first")
     assert page.locator("#viewer-board .cell[data-stone]").count() == 0
+
+
+@pytest.fixture
+def pipeline_store(tmp_path, mlflow_db, monkeypatch):
+    """A git repository with a GitHub remote (a token in its URL) and an MLflow
+    store holding a pipeline run and its first generation, logged by the Tracker
+    into the experiment the repository's params.yaml names."""
+    from zeroloop.pipeline.params import load_params, parse_params
+    from zeroloop.pipeline.tracking import Tracker
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.org"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "dvc.yaml").write_text("stages: {}\n")
+    subprocess.run([*git, "add", "dvc.yaml"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "pipeline"], check=True)
+    subprocess.run([*git, "remote", "add", "origin", "https://ci:s3cret@github.com/zeroloop-dev/zeroloop.git"],
+                   check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True)
+    commit = head.stdout.strip()
+
+    monkeypatch.setenv("DVC_ROOT", str(repo))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{mlflow_db}")
+    experiment = load_params(ROOT / "params.yaml").mlflow.experiment  # what `make ui` opens
+    params = parse_params({"game": "tictactoe", "mlflow": {"experiment": experiment}})
+    with Tracker.open(params) as tracker:
+        tracker.log_summary({"elo": 120.0, "vs_random": 0.9}, step=1)
+        tracker.generation_run_id(1)
+    run_name = tracker.client.get_run(tracker.parent_id).info.run_name
+    return mlflow_db, run_name, commit
+
+
+@pytest.fixture
+def mlflow_ui(pipeline_store):
+    """`make ui` on the store: the URL it prints, once the server answers."""
+    db, run_name, commit = pipeline_store
+    port = _port()
+    env = {k: v for k, v in os.environ.items() if k not in ("DVC_ROOT", "MLFLOW_TRACKING_URI")}
+    # -o: never reinstall the venv from a test; BIN: the venv running the tests
+    proc = subprocess.Popen(["make", "-s", "-o", ".venv/.installed", "ui", f"UI_PORT={port}",
+                             f"UI_STORE=sqlite:///{db}", f"BIN={Path(sys.executable).parent}"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True).start()
+    deadline = time.monotonic() + 180  # the server starts in ~20 s on two busy cores
+    try:
+        while True:
+            url = next((w for line in list(lines) if line.startswith("MLflow UI")
+                        for w in line.split() if w.startswith("http://")), None)
+            if url:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).read()
+                    break
+                except OSError:
+                    pass
+            assert proc.poll() is None, "".join(lines)[-3000:]
+            assert time.monotonic() < deadline, "`make ui` did not start:\n" + "".join(lines)[-3000:]
+            time.sleep(0.5)
+        yield url, run_name, commit
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # make, the server and its workers: the group started here
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+
+
+def test_make_ui_opens_on_the_pipeline_runs_with_their_source(mlflow_ui, page, tmp_path):
+    """A fresh profile (no workflow type remembered) lands on the runs table in
+    Model training mode, not on the GenAI overview; the pipeline run's Source
+    names its repository and links to it. Screenshot: test-artifacts/mlflow-ui.png."""
+    url, run_name, commit = mlflow_ui
+    assert "/runs?" in url and "workflowType=machine_learning" in url
+    page.set_viewport_size({"width": 1600, "height": 900})  # the Source column is off-screen at 1200
+    page.goto(url)
+    try:
+        name = page.locator(".ag-row [col-id='attributes.`Run Name`']", has_text=run_name)
+        name.wait_for(timeout=60_000)
+        page.wait_for_timeout(1000)  # let the page settle for the screenshot
+    finally:  # what a user sees, also when the checks below fail
+        shot = page.screenshot(path=str(tmp_path / "mlflow-ui.png"))
+        (ROOT / "test-artifacts").mkdir(exist_ok=True)
+        (ROOT / "test-artifacts/mlflow-ui.png").write_bytes(shot)
+    assert page.locator("h2").first.text_content().strip() == "Runs"  # "Training runs" in GenAI mode
+    for genai in ("Detect Issues", "Sessions", "Judges"):  # the GenAI overview and its side nav
+        assert not page.get_by_text(genai, exact=True).first.is_visible()
+    # ag-grid splits a row into its pinned and scrolled parts, one .ag-row each, with the same row-id
+    row_id = name.locator("xpath=ancestor::*[contains(@class, 'ag-row')][1]").get_attribute("row-id")
+    source = page.locator(f".ag-row[row-id='{row_id}'] [col-id='attributes.`Source`']")
+    assert source.inner_text().strip() == "zeroloop"
+    assert source.locator("a").get_attribute("href") == "https://github.com/zeroloop-dev/zeroloop"
+    assert "s3cret" not in page.content()
+    # the commit is in the run's tags, shown on the run page (and the Version column, when chosen)
+    name.locator("a", has_text=run_name).click()
+    page.get_by_text(commit[:6]).first.wait_for(timeout=30_000)

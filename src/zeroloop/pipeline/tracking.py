@@ -195,7 +195,10 @@ def artifact_location() -> str | None:
     return (repo_root() / "mlartifacts").as_uri()
 
 
-#: The MLflow UI opens an experiment of this kind on its runs (not the GenAI overview).
+#: Marks the experiment as model training. MLflow 3.17's UI does not read it to pick the landing
+#: page: that follows the GenAI / Model training toggle (the URL's ``workflowType``, else the
+#: browser's ``localStorage``, else GenAI), so ``make ui`` prints a URL with
+#: ``workflowType=machine_learning`` (docs/tracking.md). Kept for other clients and older UIs.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 
 
@@ -210,8 +213,16 @@ def open_experiment(client, name: str) -> str:
 
 
 def source_tags() -> dict[str, str]:
-    """The git commit the code ran at (``mlflow.source.git.commit``), with a
-    ``zeroloop.git_dirty`` flag when tracked files had changes; nothing outside git."""
+    """Where the code came from, as the MLflow UI's Source and Version columns read it.
+
+    ``mlflow.source.name``: the repository's ``origin`` remote without
+    ``.git`` (``mlflow.source.git.repoURL`` holds it as git gives it;
+    credentials in it are dropped), else the repository's path; the Source
+    column shows its last part, a GitHub or GitLab remote as a link.
+    ``mlflow.source.type``: LOCAL. In git, the commit the code ran at
+    (``mlflow.source.git.commit``, the Version column), the branch, and a
+    ``zeroloop.git_dirty`` flag when tracked files had changes."""
+    import re
     import subprocess
 
     def git(*args: str) -> str | None:
@@ -221,10 +232,17 @@ def source_tags() -> dict[str, str]:
             return None
         return out.stdout.strip() if out.returncode == 0 else None
 
+    # a remote like https://user:token@host/... must not put the token into every run
+    remote = re.sub(r"^([a-z][a-z0-9+.-]*://)[^/@]*@", r"\1", git("remote", "get-url", "origin") or "",
+                    flags=re.I)
+    tags = {"mlflow.source.name": remote.removesuffix(".git") or str(repo_root()),
+            "mlflow.source.type": "LOCAL"}
+    if remote:
+        tags["mlflow.source.git.repoURL"] = remote
     commit = git("rev-parse", "HEAD")
     if not commit:
-        return {}
-    tags = {"mlflow.source.git.commit": commit}
+        return tags
+    tags["mlflow.source.git.commit"] = commit
     branch = git("rev-parse", "--abbrev-ref", "HEAD")
     if branch and branch != "HEAD":
         tags["mlflow.source.git.branch"] = branch

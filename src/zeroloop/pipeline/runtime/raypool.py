@@ -113,7 +113,11 @@ class RayPool:
     def __init__(self, workers: int, backend: Backend) -> None:
         connect(backend)
         self.workers = workers
-        self._counter = ray.remote(num_cpus=0)(ProgressCounter).remote()
+        # the counter lives on the driver's node: a worker node that dies must not take it along
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        self._counter = ray.remote(num_cpus=0)(ProgressCounter).options(scheduling_strategy=here).remote()
         self._remote = ray.remote(_run).options(num_cpus=1, num_gpus=backend.gpus_per_task,
                                                  max_retries=backend.retries, retry_exceptions=False)
         self._refs: list = []
