@@ -21,7 +21,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import yaml
+
+from zeroloop.pipeline.params import parse_params
+
 BIN = Path(sys.executable).parent
+STAGES = [sys.executable, "-m", "zeroloop.pipeline.stages"]
 PG_DIRS = [Path("/usr/lib/postgresql/15/bin"),
            *sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)]
 
@@ -115,6 +120,18 @@ class Postgres:
     def close(self) -> None:
         self.stop("immediate")
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def write_params(root: Path, data: dict) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "params.yaml").write_text(yaml.safe_dump(parse_params(data).to_yaml_data(), sort_keys=False))
+
+
+def stage(root: Path, env: dict, *args: str, check: bool = True, timeout: float = 600):
+    out = subprocess.run([*STAGES, *args], cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
+    if check:
+        assert out.returncode == 0, f"{args} failed:\n{out.stderr[-3000:]}"
+    return out
 
 
 def clean_env(**extra: str) -> dict:

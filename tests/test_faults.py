@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from services import BIN, clean_env, free_port
-from zeroloop.pipeline.params import parse_params
+from services import BIN, clean_env, free_port, stage, write_params
 
 STAGES = [sys.executable, "-m", "zeroloop.pipeline.stages"]
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -59,17 +58,6 @@ TINY = {
     "runtime": {"workers": 2},
 }
 
-
-def write_params(root: Path, data: dict) -> None:
-    root.mkdir(parents=True, exist_ok=True)
-    (root / "params.yaml").write_text(yaml.safe_dump(parse_params(data).to_yaml_data(), sort_keys=False))
-
-
-def stage(root: Path, env: dict, *args: str, check: bool = True, timeout: float = 600):
-    out = subprocess.run([*STAGES, *args], cwd=root, env=env, capture_output=True, text=True, timeout=timeout)
-    if check:
-        assert out.returncode == 0, f"{args} failed:\n{out.stderr[-3000:]}"
-    return out
 
 
 def test_an_unreachable_ray_address_stops_the_stage_in_seconds_naming_it(tmp_path, mlflow_db):
