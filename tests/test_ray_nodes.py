@@ -173,3 +173,54 @@ def test_a_worker_node_killed_mid_stage_costs_nothing_but_time(tmp_path, cluster
 
     manifest = json.loads((tmp_path / "data/gen_1/manifest.json").read_text())
     assert len(manifest["shards"]) == 32
+
+
+@pytest.mark.slow
+def test_the_head_node_dying_ends_the_stage_in_one_line_and_a_rerun_resumes(tmp_path, local_shards,
+                                                                             mlflow_db):
+    """A cluster of one node (its head, one CPU) dies mid-stage: the stage
+    stops within ``ray_connect_timeout_s`` with one line naming the head, the
+    shards that came back are on disk, and a rerun plays only the rest."""
+    temp = tempfile.mkdtemp(prefix="zh", dir="/tmp")
+    port = free_port()
+    try:
+        ray("start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
+            "--node-ip-address=127.0.0.1", f"--temp-dir={temp}", "--object-store-memory=100000000",
+            "--disable-usage-stats")
+        write_params(tmp_path, {"backend": "ray", "ray_address": f"127.0.0.1:{port}",
+                                "ray_connect_timeout_s": 5})
+        env = ray_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}")
+        run(tmp_path, env, "init")
+        proc = subprocess.Popen([*STAGES, "selfplay", "--gen", "1", "--prev", "0"], cwd=tmp_path, env=env,
+                                stderr=subprocess.PIPE, text=True)
+        chunks: list[str] = []
+        reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stderr.read(64), "")))
+        reader.start()
+        deadline = time.time() + 180
+        while len(list((tmp_path / "data").rglob("shard_*.zls"))) < 2:  # shards come back as they finish
+            assert proc.poll() is None and time.time() < deadline, "".join(chunks)[-3000:]
+            time.sleep(0.05)
+        for p in _node_processes(temp):
+            p.kill()
+        killed = time.time()
+        proc.wait(timeout=120)
+        reader.join(timeout=30)
+        err = "".join(chunks)
+        assert proc.returncode == 2, err[-3000:]
+        assert time.time() - killed < 60, err[-3000:]  # Ray's own wait alone is 60 s
+        assert "Traceback" not in err
+        said = [ln for ln in err.splitlines() if "error:" in ln]
+        assert len(said) == 1, err[-3000:]
+        assert f"Ray head node at 127.0.0.1:{port} stopped answering" in said[0]
+        scratch = {p.name for p in tmp_path.rglob("shard_*.zls")}
+        assert 2 <= len(scratch) < len(local_shards), err[-3000:]
+    finally:
+        for p in _node_processes(temp):
+            p.kill()
+        shutil.rmtree(temp, ignore_errors=True)
+
+    # the rerun (here on the local backend: shards do not depend on it) plays only the rest
+    write_params(tmp_path, {"backend": "local"})
+    out = run(tmp_path, env, "selfplay", "--gen", "1", "--prev", "0")
+    assert f"({len(scratch)} shards kept)" in out.stderr, out.stderr[-2000:]
+    assert shards(tmp_path) == local_shards

@@ -34,7 +34,7 @@ from zeroloop.pipeline.data.storage import (
     read_shard_meta,
     save_shard,
 )
-from zeroloop.pipeline.runtime.backend import Tick, current_backend
+from zeroloop.pipeline.runtime.backend import Tick, current_backend, parts_sent, send_part
 from zeroloop.pipeline.runtime.workers import default_workers, run_tasks
 
 
@@ -195,32 +195,41 @@ def _evaluator(job: SelfplayJob, game: Game) -> FixedBatchEvaluator:
 
 def _play_shards(task: _WorkerTask, tick: Tick) -> _WorkerResult:
     """Play the task's shards with ``job.in_flight`` games in flight; write each
-    shard as soon as its last game ends."""
+    shard as soon as its last game ends, or, where the task has its own disk
+    (Ray), send it to the caller then (:func:`send_part`). A task run again
+    after its node died skips the shards its first attempt sent."""
     job = task.job
+    sent = parts_sent(tick)
+    shards = [shard for shard in task.shards if shard.index not in sent]
+    stats = SearchStats()
+    if not shards:
+        return _WorkerResult([], stats)
     game = make_game(job.game)
     evaluator = _evaluator(job, game)
     before = (evaluator.hits, evaluator.computed)
-    owner = [(k, g) for k, shard in enumerate(task.shards) for g in range(shard.games)]
-    seeds = [np.random.SeedSequence([job.seed, task.shards[k].index, g]) for k, g in owner]
-    pending = {k: {} for k in range(len(task.shards))}  # shard -> {game: record} until it is whole
+    owner = [(k, g) for k, shard in enumerate(shards) for g in range(shard.games)]
+    seeds = [np.random.SeedSequence([job.seed, shards[k].index, g]) for k, g in owner]
+    pending = {k: {} for k in range(len(shards))}  # shard -> {game: record} until it is whole
     results: list[ShardResult] = []
 
     def finished(i: int, record: GameRecord) -> None:
         k, g = owner[i]
         pending[k][g] = record
         tick(1)
-        shard = task.shards[k]
+        shard = shards[k]
         if len(pending[k]) == shard.games:
             whole = pending.pop(k)
             records = [whole[n] for n in range(shard.games)]
             positions = sum(len(r.actions) for r in records)
             if shard.out is None:
-                results.append(ShardResult(shard.index, shard.games, positions, records))
+                result = ShardResult(shard.index, shard.games, positions, records)
+                if send_part(tick, shard.index, result):
+                    result = ShardResult(shard.index, shard.games, positions, None)
+                results.append(result)
                 return
             save_shard(shard.out, records_to_arrays(game, records), dict(shard.meta, index=shard.index))
             results.append(ShardResult(shard.index, shard.games, positions, None))
 
-    stats = SearchStats()
     play_selfplay_games(game, evaluator, job.search, job.schedule, seeds, in_flight=job.in_flight,
                         on_game=finished, stats=stats, cap=job.cap)
     stats.cache_hits += evaluator.hits - before[0]
@@ -290,8 +299,9 @@ def run_selfplay(job: SelfplayJob, *, workers: int | None = None, progress: bool
     finishes and shards already there from the same job are kept, not
     replayed (their ``positions`` is -1). ``meta`` goes into each
     shard's header beside the job's identity. On a backend whose tasks have
-    their own disks (Ray), the model travels with the tasks and the shards
-    come back to be written here as each task ends.
+    their own disks (Ray), the model travels with the tasks and each shard
+    comes back to be written here as it finishes: a node, or the head, that
+    dies mid-stage costs only the shards it was playing.
     """
     sizes = job.shard_sizes()
     identity = job.identity()
@@ -312,23 +322,33 @@ def run_selfplay(job: SelfplayJob, *, workers: int | None = None, progress: bool
     desc = f"self-play {job.game}" + (f" ({len(done)} shards kept)" if done else "")
     game = make_game(job.game)
 
-    def write_back(k: int, part: _WorkerResult) -> None:
-        """Shards that came back from a task with its own disk: written here."""
-        if out_dir is None or local:
+    got: dict[int, ShardResult] = {}  # shards back from tasks with their own disks
+
+    def take(result: ShardResult) -> None:
+        """A shard that came back from a task with its own disk (as it
+        finished, or with its task's result): written here, once."""
+        if result.index in got or result.records is None:
             return
-        metas = {shard.index: shard.meta for shard in tasks[k].shards}
-        for result in part.shards:
+        if out_dir is not None:
             save_shard(shard_path(out_dir, result.index), records_to_arrays(game, result.records),
                        dict(metas[result.index], index=result.index))
-            result.records = None
+            result = ShardResult(result.index, result.games, result.positions, None)
+        got[result.index] = result
 
+    metas = {shard.index: shard.meta for shard in todo}
     parts = run_tasks(_play_shards, tasks, workers=n_workers, total=remaining, desc=desc,
-                      unit="game", progress=progress, on_result=write_back)
+                      unit="game", progress=progress, on_part=lambda key, result: take(result),
+                      on_result=lambda k, part: [take(r) for r in part.shards])
     stats = SearchStats()
-    results = []
+    results = {}
     for part in parts:
         stats.merge(part.stats)
-        results.extend(part.shards)
+        results.update({r.index: r for r in part.shards})
+    results.update(got)
+    missing = sorted({shard.index for shard in todo} - set(results))
+    if missing:
+        raise RuntimeError(f"self-play: shards {missing[:5]} never came back from their tasks")
+    results = list(results.values())
     kept = [ShardResult(i, sizes[i], -1, None) for i in sorted(done)]
     return sorted(results + kept, key=lambda r: r.index), stats
 

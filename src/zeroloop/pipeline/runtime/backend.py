@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Literal, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -21,12 +21,31 @@ R = TypeVar("R")
 Tick = Callable[[int], None]
 
 
+def send_part(tick: Tick, key: int, value: Any) -> bool:
+    """Hand a finished piece of a task's result (``key`` unique in the run) to
+    the caller now, where the backend streams pieces (Ray: a node or the head
+    may die before the task ends, and what reached the caller is kept). False
+    where it does not, or the caller could not be reached: the piece then goes
+    back with the task's result."""
+    send = getattr(tick, "send", None)
+    return bool(send(key, value)) if send is not None else False
+
+
+def parts_sent(tick: Tick) -> set[int]:
+    """Keys of the pieces an earlier attempt of this task already sent (Ray
+    runs a task again when its node died): the attempt can skip them."""
+    sent = getattr(tick, "sent", None)
+    return set(sent()) if sent is not None else set()
+
+
 class TaskPool(Protocol):
     workers: int
 
     def submit(self, fn: Callable[[T, Tick], R], task: T) -> Future: ...
 
     def drain(self, timeout: float = 0.2) -> int: ...
+
+    def parts(self) -> list[tuple[int, Any]]: ...
 
     def lost(self, exc: BaseException) -> bool: ...
 

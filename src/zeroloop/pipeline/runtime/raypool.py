@@ -5,14 +5,20 @@ Each task asks for one CPU (and ``gpus_per_task`` GPUs when the network runs
 on CUDA) and runs with one torch thread, like a local worker process. A task
 whose worker process or node dies is run again by Ray (``retries``): the
 pipeline's tasks are pure functions of their inputs (self-play games are
-seeded per shard and game), so a rerun gives the same bytes. Progress ticks
-sent from inside tasks go to a small counter actor that the driver drains.
+seeded per shard and game), so a rerun gives the same bytes. Progress ticks,
+the node each task starts on and the parts of results tasks stream
+(finished self-play shards) go to a small actor on the driver's node that
+the driver drains: a lost node is named with the tasks it cost, a task run
+again skips the parts its first attempt sent, and a head node that stops
+answering ends the stage with one line (:class:`WorkerLost`) instead of
+Ray's own 60 s wait and exit, with the streamed parts already written.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 import sys
 import time
 from collections.abc import Callable
@@ -22,7 +28,7 @@ from typing import Any
 import ray
 import ray.exceptions as rex
 
-from zeroloop.pipeline.runtime.backend import Backend, Tick, local_cores
+from zeroloop.pipeline.runtime.backend import Backend, Tick, WorkerLost, local_cores
 
 #: Failures of the machinery, not of the task's code: the worker or its node died.
 _LOST = (rex.WorkerCrashedError, rex.NodeDiedError, rex.LocalRayletDiedError, rex.ObjectLostError,
@@ -33,8 +39,6 @@ def _wait_for_head(address: str, timeout_s: float) -> None:
     """A TCP connection to the head's ``host:port`` within ``timeout_s``, else
     ValueError naming the address: Ray's own connect retries for minutes,
     logging warnings that name other addresses, when nothing listens there."""
-    import socket
-
     host, _, port = address.removeprefix("ray://").rpartition(":")
     deadline = time.monotonic() + timeout_s
     while True:
@@ -77,34 +81,83 @@ def cluster_cpus(backend: Backend) -> int:
 
 
 class ProgressCounter:
-    """Units ticked by tasks since the driver last asked (a Ray actor)."""
+    """Units ticked by tasks, and the nodes tasks started on, since the driver
+    last asked (a Ray actor)."""
 
     def __init__(self) -> None:
         self.count = 0
+        self.started: list[tuple[int, str]] = []
+        self.parts: list[tuple[int, Any]] = []
+        self.keys: dict[int, set[int]] = {}  # task -> keys of the parts it sent
 
     def add(self, n: int) -> None:
         self.count += n
 
-    def take(self) -> int:
-        n, self.count = self.count, 0
-        return n
+    def start(self, task: int, node: str) -> None:
+        self.started.append((task, node))
+
+    def send(self, task: int, key: int, value: Any) -> None:
+        self.parts.append((key, value))
+        self.keys.setdefault(task, set()).add(key)
+
+    def sent(self, task: int) -> set[int]:
+        return self.keys.get(task, set())
+
+    def take(self) -> tuple[int, list[tuple[int, str]], list[tuple[int, Any]]]:
+        out = self.count, self.started, self.parts
+        self.count, self.started, self.parts = 0, [], []
+        return out
 
 
 class _ActorTick:
-    """A picklable :data:`Tick` that adds to the driver's counter actor."""
+    """A picklable :data:`Tick` that adds to the driver's counter actor, and
+    streams parts of task ``task``'s result to it
+    (:func:`~zeroloop.pipeline.runtime.backend.send_part`)."""
 
-    def __init__(self, counter) -> None:
+    def __init__(self, counter, task: int) -> None:
         self.counter = counter
+        self.task = task
 
     def __call__(self, n: int) -> None:
         self.counter.add.remote(n)
 
+    def send(self, key: int, value: Any) -> bool:
+        """Whether the part reached the actor (waited for: in the actor before
+        the task returns); a task on a node losing its raylet cannot reach it."""
+        try:
+            ray.get(self.counter.send.remote(self.task, key, value), timeout=60)
+        except (rex.RayError, rex.GetTimeoutError):
+            return False
+        return True
 
-def _run(fn: Callable, task, counter):
+    def sent(self) -> set[int]:
+        try:
+            return ray.get(self.counter.sent.remote(self.task), timeout=60)
+        except (rex.RayError, rex.GetTimeoutError):
+            return set()
+
+
+def _run(fn: Callable, task, counter, key: int):
     from zeroloop.pipeline.runtime.process import init_worker_threads
 
+    counter.start.remote(key, ray.get_runtime_context().get_node_id())
     init_worker_threads()
-    return fn(task, _ActorTick(counter))
+    return fn(task, _ActorTick(counter, key))
+
+
+def _reachable(address: str) -> str | None:
+    """None when a TCP connection to ``host:port`` opens within a second, else why not."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=1.0):
+            return None
+    except (OSError, ValueError) as exc:
+        return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+#: Ray's driver gives up on a silent head (GCS) after 60 s and ends the process
+#: with its own log line; the pool says its line before that.
+_HEAD_WAIT_MAX_S = 45.0
 
 
 class RayPool:
@@ -121,38 +174,106 @@ class RayPool:
         self._remote = ray.remote(_run).options(num_cpus=1, num_gpus=backend.gpus_per_task,
                                                  max_retries=backend.retries, retry_exceptions=False)
         self._refs: list = []
+        self._ran_on: dict[int, list[str]] = {}  # task -> the nodes its attempts started on
+        self._done: set[int] = set()
+        self._addresses: dict[str, str] = {}  # node id -> address, of every node seen alive
+        self._raylets: dict[str, str] = {}  # node id -> its raylet's host:port
+        self._retried: list[tuple[int, str]] = []  # (task, node its lost attempt ran on), not yet looked at
+        self._said: set[str] = set()  # nodes named lost
+        self._said_tasks: set[int] = set()  # tasks named as run again on a live node
+        self._parts: list[tuple[int, Any]] = []  # streamed, not yet handed on
+        self._ticks = 0  # taken along with parts, not yet handed on
         self._nodes = self._alive_nodes()
         self._nodes_checked = time.monotonic()
+        self._head = self._head_address(backend)
+        self._head_wait_s = min(backend.connect_timeout_s, _HEAD_WAIT_MAX_S)
+        self._head_silent_since: float | None = None
 
     @staticmethod
-    def _alive_nodes() -> dict[str, str]:
-        """Node id -> address of the cluster's live nodes."""
+    def _head_address(backend: Backend) -> str | None:
+        """The head's ``host:port`` as configured, else its GCS address as Ray
+        reports it (None through Ray Client: no head watch then)."""
+        named = backend.address or os.environ.get("RAY_ADDRESS", "")
+        if named.startswith("ray://"):
+            return None
+        if named and named != "auto":
+            return named
         try:
-            return {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes() if n.get("Alive")}
+            address = ray.get_runtime_context().gcs_address
+        except Exception:  # noqa: BLE001 - older contexts lack it: no head watch then
+            return None
+        return address if isinstance(address, str) and ":" in address else None
+
+    def _alive_nodes(self) -> dict[str, str]:
+        """Node id -> address of the cluster's live nodes, as the head sees them."""
+        try:
+            nodes = [n for n in ray.nodes() if n.get("Alive")]
         except Exception:  # noqa: BLE001 - the cluster's own trouble shows in the tasks
             return {}
+        alive = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in nodes}
+        self._addresses.update(alive)
+        self._raylets.update({n["NodeID"]: f"{n.get('NodeManagerAddress')}:{n.get('NodeManagerPort')}"
+                              for n in nodes if n.get("NodeManagerPort")})
+        return alive
+
+    def _watch_head(self) -> bool:
+        """Whether the head answers; raise :class:`WorkerLost` once it has been
+        silent for ``connect_timeout_s`` (45 s at most)."""
+        why = _reachable(self._head) if self._head else None
+        if why is None:
+            self._head_silent_since = None
+            return True
+        now = time.monotonic()
+        if self._head_silent_since is None:
+            self._head_silent_since = now
+        elif now - self._head_silent_since >= self._head_wait_s:
+            raise WorkerLost(f"the Ray head node at {self._head} stopped answering ({why}) for "
+                             f"{self._head_wait_s:.0f}s; the work finished so far is kept: restart the "
+                             "cluster and rerun to resume")
+        return False
 
     def _watch_nodes(self) -> None:
-        """Say once, naming it, when a node leaves the cluster: Ray runs its
-        tasks again elsewhere (``retries``), so the stage goes on."""
-        if time.monotonic() - self._nodes_checked < 1.0:
-            return
-        self._nodes_checked = time.monotonic()
+        """Say once per node, naming it and the tasks it cost, when a node
+        leaves the cluster: Ray runs those tasks again elsewhere (``retries``),
+        so the stage goes on. A node is gone when the head says so, or when a
+        task that started there started again and the node's raylet no longer
+        answers: the head takes seconds to notice (its health checks), and a
+        short stage can end before it does."""
         alive = self._alive_nodes()
-        if not alive:
-            return
-        for node, address in self._nodes.items():
-            if node not in alive:
-                print(f"[ray] lost node {address} ({node[:12]}): its tasks run again on the other nodes",
+        gone = [node for node in self._nodes if alive and node not in alive]
+        for task, node in self._retried:
+            if node in gone or node in self._said:
+                continue
+            raylet = self._raylets.get(node)
+            if raylet is not None and _reachable(raylet) is not None:
+                gone.append(node)
+            elif task not in self._said_tasks:
+                self._said_tasks.add(task)
+                where = f"{self._addresses.get(node, '?')} ({node[:12]})"
+                print(f"[ray] task {task}: its worker on {where} died; it runs again",
                       file=sys.stderr, flush=True)
-        self._nodes = alive
+        self._retried = []
+        for node in gone:
+            if node in self._said:
+                continue
+            self._said.add(node)
+            lost = sum(1 for task, nodes in self._ran_on.items()
+                       if node in nodes and (task not in self._done or nodes[-1] != node))
+            cost = (f"{lost} task{'s' if lost != 1 else ''} that ran there run{'s' if lost == 1 else ''} "
+                    "again on the other nodes" if lost else "no task was running there")
+            print(f"[ray] lost node {self._addresses.get(node, '?')} ({node[:12]}): {cost}",
+                  file=sys.stderr, flush=True)
+        if alive:
+            self._nodes = alive
 
     def submit(self, fn: Callable[[Any, Tick], Any], task) -> Future:
-        ref = self._remote.remote(fn, task, self._counter)
+        key = len(self._refs)
+        ref = self._remote.remote(fn, task, self._counter, key)
         self._refs.append(ref)
         out: Future = Future()
 
         def settle(done: Future) -> None:
+            self._done.add(key)
             exc = done.exception()
             if exc is None:
                 out.set_result(done.result())
@@ -166,8 +287,51 @@ class RayPool:
 
     def drain(self, timeout: float = 0.2) -> int:
         time.sleep(timeout)
-        self._watch_nodes()
-        return ray.get(self._counter.take.remote())
+        due = time.monotonic() - self._nodes_checked >= 1.0
+        if due:
+            self._nodes_checked = time.monotonic()
+            if not self._watch_head():
+                return 0  # asking the cluster anything now would wait on Ray's own (60 s) timeout
+        ticks = self._take(timeout=10.0) + self._ticks  # also where tasks started, before a lost node's
+        self._ticks = 0
+        if due:
+            self._watch_nodes()
+        return ticks
+
+    def parts(self) -> list[tuple[int, Any]]:
+        """The parts tasks streamed since last asked (asked of the actor now:
+        a task that is done has sent all of its parts)."""
+        if self._head_silent_since is None:  # else it would wait on Ray's own timeout
+            self._ticks += self._take(timeout=10.0)
+        out, self._parts = self._parts, []
+        return out
+
+    def _take(self, timeout: float) -> int:
+        """The units ticked since last asked; keeps the parts sent and records
+        where tasks started."""
+        try:
+            ticks, started, parts = ray.get(self._counter.take.remote(), timeout=timeout)
+        except (rex.GetTimeoutError, rex.RayActorError):
+            return 0  # the head's watch decides whether the cluster is gone
+        self._parts += parts
+        for task, node in started:
+            before = self._ran_on.setdefault(task, [])
+            if before:  # Ray ran it again: the attempt on the last node was lost
+                self._retried.append((task, before[-1]))
+            before.append(node)
+        return ticks
+
+    def _say_placement(self) -> None:
+        """One line naming the nodes the tasks started on, when more than one."""
+        counts: dict[str, int] = {}
+        for nodes in self._ran_on.values():
+            for node in nodes:
+                counts[node] = counts.get(node, 0) + 1
+        if len(counts) > 1:
+            where = ", ".join(f"{self._addresses.get(node, '?')} ({node[:12]}) {n}"
+                              for node, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+            print(f"[ray] {sum(counts.values())} task runs on {len(counts)} nodes: {where}",
+                  file=sys.stderr, flush=True)
 
     def lost(self, exc: BaseException) -> bool:
         return isinstance(exc, _LOST)
@@ -177,7 +341,11 @@ class RayPool:
             ray.cancel(ref, force=True)
 
     def close(self) -> None:
-        ray.kill(self._counter)
+        if self._head_silent_since is None:  # a silent head would keep these waiting
+            self._take(timeout=2.0)  # the last task starts
+            self._watch_nodes()  # a node lost near the end, before the head noticed
+            self._say_placement()
+            ray.kill(self._counter)
 
     def __enter__(self) -> RayPool:
         return self

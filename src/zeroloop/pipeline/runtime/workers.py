@@ -20,6 +20,7 @@ import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from typing import Any
 
 from tqdm import tqdm
 
@@ -86,6 +87,9 @@ class InlinePool:
     def drain(self, timeout: float = 0.2) -> int:
         return 0
 
+    def parts(self) -> list:
+        return []  # tasks here share this machine's files: nothing is streamed
+
     def lost(self, exc: BaseException) -> bool:
         return False
 
@@ -126,6 +130,9 @@ class ProcessPool:
                 n += self.progress.get_nowait()
         except queue_mod.Empty:
             return n
+
+    def parts(self) -> list:
+        return []  # tasks here share this machine's files: nothing is streamed
 
     def lost(self, exc: BaseException) -> bool:
         return isinstance(exc, BrokenProcessPool)
@@ -168,14 +175,18 @@ def make_pool(workers: int | None, tasks: int) -> TaskPool:
 
 def run_tasks(fn: Callable[[T, Tick], R], tasks: Sequence[T], *, workers: int | None = None,
               total: int | None = None, desc: str = "", unit: str = "it", progress: bool = True,
-              on_result: Callable[[int, R], None] | None = None) -> list[R]:
+              on_result: Callable[[int, R], None] | None = None,
+              on_part: Callable[[int, Any], None] | None = None) -> list[R]:
     """``[fn(task, tick) for task in tasks]`` over worker processes (or Ray tasks).
 
     ``fn`` must be a module-level function and tasks picklable. ``tick(n)``
     advances a progress bar of ``total`` units (default: one per task, ticked
     here when a task finishes). ``on_result(i, result)`` is called here as
-    each task finishes, in the order they finish. Results come back in task
-    order; the first failure is raised after the other running tasks are cancelled.
+    each task finishes, in the order they finish. ``on_part(key, value)`` is
+    called here for each piece a task streams with
+    :func:`~zeroloop.pipeline.runtime.backend.send_part` (Ray only), before the
+    result of the task that sent it. Results come back in task order; the
+    first failure is raised after the other running tasks are cancelled.
     """
     bar = tqdm(total=total if total is not None else len(tasks), desc=desc, unit=unit,
                disable=not progress, dynamic_ncols=True)
@@ -194,12 +205,20 @@ def run_tasks(fn: Callable[[T, Tick], R], tasks: Sequence[T], *, workers: int | 
             return results
         futures = {pool.submit(fn, t): i for i, t in enumerate(tasks)}
         pending = set(futures)
+        def take_parts() -> None:
+            for key, value in pool.parts():
+                if on_part is None:
+                    raise RuntimeError(f"a task sent a part ({key}) but run_tasks has no on_part")
+                on_part(key, value)
+
         try:
             while pending:
                 ticks = pool.drain()
                 if total is not None and ticks:
                     bar.update(ticks)
-                for fut in [f for f in pending if f.done()]:
+                done = [f for f in pending if f.done()]  # before the parts: theirs are all in
+                take_parts()
+                for fut in done:
                     pending.discard(fut)
                     i = futures[fut]
                     try:
@@ -214,8 +233,10 @@ def run_tasks(fn: Callable[[T, Tick], R], tasks: Sequence[T], *, workers: int | 
                         on_result(i, results[i])
                     if total is None:
                         bar.update(1)
+            ticks = pool.drain(0.0)  # ticks sent just before the last task ended
             if total is not None:
-                bar.update(pool.drain(0.0))  # ticks sent just before the last task ended
+                bar.update(ticks)
+            take_parts()
         except KeyboardInterrupt:
             pool.terminate()
             raise
