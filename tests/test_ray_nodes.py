@@ -145,27 +145,43 @@ def test_selfplay_across_two_worker_nodes_gives_the_local_shards(tmp_path, clust
     assert len(local_shards) == 32 and shards(tmp_path) == local_shards
 
 
+class Selfplay:
+    """Generation 1's self-play stage running in ``root``, its stderr collected."""
+
+    def __init__(self, root: Path, env: dict) -> None:
+        self.root = root
+        self.proc = subprocess.Popen([*STAGES, "selfplay", "--gen", "1", "--prev", "0"], cwd=root, env=env,
+                                     stderr=subprocess.PIPE, text=True)
+        self.chunks: list[str] = []
+        read = lambda: self.proc.stderr.read(64)  # noqa: E731
+        self.reader = threading.Thread(target=lambda: self.chunks.extend(iter(read, "")))
+        self.reader.start()
+
+    def wait_for_shards(self, n: int) -> None:
+        """Until ``n`` shards are on disk (they come back as they finish)."""
+        deadline = time.time() + 180
+        while len(list((self.root / "data").rglob("shard_*.zls"))) < n:
+            assert self.proc.poll() is None and time.time() < deadline, "".join(self.chunks)[-3000:]
+            time.sleep(0.05)
+
+    def finish(self, timeout: float) -> str:
+        """Its stderr, once it has ended."""
+        self.proc.wait(timeout=timeout)
+        self.reader.join(timeout=30)
+        return "".join(self.chunks)
+
+
 @pytest.mark.slow
 def test_a_worker_node_killed_mid_stage_costs_nothing_but_time(tmp_path, cluster, local_shards, mlflow_db):
     address, temp = cluster
     write_params(tmp_path, {"backend": "ray", "ray_address": address})
     env = ray_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}")
     run(tmp_path, env, "init")
-    proc = subprocess.Popen([*STAGES, "selfplay", "--gen", "1", "--prev", "0"], cwd=tmp_path, env=env,
-                            stderr=subprocess.PIPE, text=True)
-    chunks: list[str] = []
-    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stderr.read(64), "")))
-    reader.start()
-    deadline = time.time() + 180
-    # the first shard is back: tasks are running on both worker nodes
-    while not list((tmp_path / "data").rglob("shard_*.zls")):
-        assert proc.poll() is None and time.time() < deadline, "".join(chunks)[-3000:]
-        time.sleep(0.05)
+    stage = Selfplay(tmp_path, env)
+    stage.wait_for_shards(1)  # a shard is back: both worker nodes are mid-task (16 shards each)
     _kill_worker_node(temp)
-    assert proc.wait(timeout=600) is not None
-    reader.join(timeout=30)
-    err = "".join(chunks)
-    assert proc.returncode == 0, err[-3000:]
+    err = stage.finish(timeout=600)
+    assert stage.proc.returncode == 0, err[-3000:]
     assert "Traceback" not in err
     lost = [ln for ln in err.splitlines() if "[ray] lost node " in ln]  # after the bar's \r
     assert len(lost) == 1, err[-6000:]
@@ -191,22 +207,13 @@ def test_the_head_node_dying_ends_the_stage_in_one_line_and_a_rerun_resumes(tmp_
                                 "ray_connect_timeout_s": 5})
         env = ray_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}")
         run(tmp_path, env, "init")
-        proc = subprocess.Popen([*STAGES, "selfplay", "--gen", "1", "--prev", "0"], cwd=tmp_path, env=env,
-                                stderr=subprocess.PIPE, text=True)
-        chunks: list[str] = []
-        reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: proc.stderr.read(64), "")))
-        reader.start()
-        deadline = time.time() + 180
-        while len(list((tmp_path / "data").rglob("shard_*.zls"))) < 2:  # shards come back as they finish
-            assert proc.poll() is None and time.time() < deadline, "".join(chunks)[-3000:]
-            time.sleep(0.05)
+        stage = Selfplay(tmp_path, env)
+        stage.wait_for_shards(2)
         for p in _node_processes(temp):
             p.kill()
         killed = time.time()
-        proc.wait(timeout=120)
-        reader.join(timeout=30)
-        err = "".join(chunks)
-        assert proc.returncode == 2, err[-3000:]
+        err = stage.finish(timeout=120)
+        assert stage.proc.returncode == 2, err[-3000:]
         assert time.time() - killed < 60, err[-3000:]  # Ray's own wait alone is 60 s
         assert "Traceback" not in err
         said = [ln for ln in err.splitlines() if "error:" in ln]
