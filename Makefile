@@ -28,8 +28,12 @@ browser:
 	@test -x $(CHROMIUM) || { echo "installing Debian's chromium for the browser test"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
+# two test processes (pytest-xdist): most slow tests wait on servers and clusters more
+# than they compute; a module that starts a cluster or server once keeps its tests together
+TEST_WORKERS ?= 2
+
 test: $(STAMP) browser
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"

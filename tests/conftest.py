@@ -1,5 +1,16 @@
 import pytest
 
+#: Modules whose module-scoped fixture starts a cluster or a server: their tests
+#: stay in one pytest-xdist worker (``--dist loadgroup``), which starts it once.
+_ONE_WORKER = {"test_cluster", "test_ray_nodes", "test_team_servers", "test_server_limits"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        module = item.module.__name__.rpartition(".")[2]
+        if module in _ONE_WORKER:
+            item.add_marker(pytest.mark.xdist_group(module))
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
