@@ -6,7 +6,7 @@ same batch size for the same number of steps; the ratio shows what Lightning
 Run it with the machine otherwise idle; threads = cores (the train stage
 runs alone).
 
-    python benchmarks/train_throughput.py [--samples 8192] [--batch 256] [--threads 2]
+    python benchmarks/train_throughput.py [--samples 8192] [--batch 256] [--threads 2] [--device cpu|cuda]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--blocks", type=int, default=5)
     ap.add_argument("--channels", type=int, default=64)
+    ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (both loops run there)")
     a = ap.parse_args()
 
     from zeroloop.engine.games import make_game
@@ -44,9 +45,9 @@ def main() -> None:
     cfg = NetConfig(blocks=a.blocks, channels=a.channels, value_hidden=a.channels)
 
     torch.manual_seed(0)
-    net = PolicyValueNet.for_game(game, cfg).train()
+    net = PolicyValueNet.for_game(game, cfg).train().to(a.device)
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
-    x, p, t = torch.from_numpy(planes), torch.from_numpy(policy), torch.from_numpy(z)
+    x, p, t = (torch.from_numpy(v).to(a.device) for v in (planes, policy, z))
     t0 = time.perf_counter()
     for i in range(0, a.samples - a.batch + 1, a.batch):
         logits, value = net(x[i:i + a.batch])
@@ -55,6 +56,8 @@ def main() -> None:
         opt.zero_grad()
         loss.backward()
         opt.step()
+    if a.device.startswith("cuda"):
+        torch.cuda.synchronize()
     raw = (a.samples // a.batch) * a.batch / (time.perf_counter() - t0)
 
     torch.manual_seed(0)
@@ -62,9 +65,11 @@ def main() -> None:
     t0 = time.perf_counter()
     once = TrainConfig(epochs=1, batch_size=a.batch, val_fraction=0.0)
     fit_network(net, game, ReplayData(planes, policy, z, z.copy()), once,
-                device="cpu", progress=False)
+                device=a.device, progress=False)
     lit = (a.samples // a.batch) * a.batch / (time.perf_counter() - t0)
-    print(f"net {a.blocks}x{a.channels}, batch {a.batch}, {a.threads} torch threads, {a.samples} samples")
+    cuda = a.device.startswith("cuda")
+    where = torch.cuda.get_device_name(a.device) if cuda else f"{a.threads} torch threads"
+    print(f"net {a.blocks}x{a.channels}, batch {a.batch}, {where}, {a.samples} samples")
     print(f"raw PyTorch loop: {raw:8.0f} samples/s")
     print(f"Lightning fit:    {lit:8.0f} samples/s (augmentation on, trainer start-up included)")
     print(f"ratio Lightning / raw: {lit / raw:.3f}")

@@ -295,5 +295,21 @@ def test_parallel_tuning_jobs_play_their_games_on_the_ray_cluster(tmp_path, ray_
                          env=clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}"), capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.startswith("{"), out.stdout[:2000]  # the JSON summary alone
     summary = json.loads(out.stdout)
     assert summary["complete"] == 2 and summary["best"]
+
+
+def test_the_clusters_messages_go_to_stderr_not_into_a_commands_output(capsys):
+    """Ray's driver prints the cluster's error messages (a worker or node that
+    died) on stdout; `zeroloop tune` prints its JSON summary there."""
+    import ray._private.worker as ray_worker
+
+    from zeroloop.pipeline.runtime.raypool import _cluster_messages_to_stderr
+
+    _cluster_messages_to_stderr()
+    _cluster_messages_to_stderr()  # once is enough: no wrapper around the wrapper
+    message = {"lines": ["A worker died or was killed"], "pid": "raylet", "is_err": False}
+    ray_worker.print_to_stdstream(message, ignore_prefix=False)
+    out, err = capsys.readouterr()
+    assert out == "" and "A worker died" in err and "(raylet)" in err

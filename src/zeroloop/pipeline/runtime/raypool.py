@@ -54,10 +54,29 @@ def _wait_for_head(address: str, timeout_s: float) -> None:
             time.sleep(0.5)
 
 
+def _cluster_messages_to_stderr() -> None:
+    """Ray's driver prints the cluster's error messages (a worker or a node that
+    died, prefixed ``(raylet)``) on stdout, even with ``log_to_driver=False``;
+    zeroloop's commands keep stdout for their own output (``zeroloop tune``'s
+    JSON summary), so those messages go to stderr."""
+    import ray._private.worker as ray_worker
+
+    original = getattr(ray_worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "to_stderr", False):
+        return
+
+    def to_stderr(data: dict, ignore_prefix: bool) -> None:
+        original(dict(data, is_err=True), ignore_prefix)
+
+    to_stderr.to_stderr = True  # type: ignore[attr-defined]
+    ray_worker.print_to_stdstream = to_stderr
+
+
 def connect(backend: Backend) -> None:
     """Join (or start) the Ray instance ``backend.address`` names, once per process."""
     if ray.is_initialized():
         return
+    _cluster_messages_to_stderr()
     named = backend.address or os.environ.get("RAY_ADDRESS", "")
     if named and named != "auto":
         _wait_for_head(named, backend.connect_timeout_s)
