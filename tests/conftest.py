@@ -2,14 +2,17 @@ import pytest
 
 #: Modules whose module-scoped fixture starts a cluster or a server: their tests
 #: stay in one pytest-xdist worker (``--dist loadgroup``), which starts it once.
-_ONE_WORKER = {"test_cluster", "test_ray_nodes", "test_team_servers", "test_server_limits"}
+#: The two that start Ray clusters and kill their nodes share one worker: two
+#: clusters at once on two cores starve each other's health checks.
+_ONE_WORKER = {"test_cluster": "ray", "test_ray_nodes": "ray", "test_team_servers": "team_servers",
+               "test_server_limits": "server_limits"}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        module = item.module.__name__.rpartition(".")[2]
-        if module in _ONE_WORKER:
-            item.add_marker(pytest.mark.xdist_group(module))
+        group = _ONE_WORKER.get(item.module.__name__.rpartition(".")[2])
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(autouse=True, scope="session")

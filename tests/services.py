@@ -37,6 +37,35 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def ray_processes(temp: str) -> list:
+    """Every process of the Ray cluster started with ``--temp-dir=temp``: those
+    whose command line names it, and their descendants (Ray retitles its
+    workers ``ray::...``, so only their parentage tells whose they are). Tests
+    stop their own cluster with these, never `ray stop`, which stops every
+    Ray on the machine, another test's too."""
+    import psutil
+
+    found: dict[int, psutil.Process] = {}
+    for proc in psutil.process_iter(["cmdline"]):
+        if temp in " ".join(proc.info["cmdline"] or []):
+            found[proc.pid] = proc
+            try:
+                found.update({child.pid: child for child in proc.children(recursive=True)})
+            except psutil.NoSuchProcess:
+                pass
+    return list(found.values())
+
+
+def kill_all(procs: list) -> None:
+    import psutil
+
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
 def postgres_bin() -> Path | None:
     """The folder holding initdb and pg_ctl, or None."""
     for d in PG_DIRS:

@@ -8,7 +8,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,7 @@ import psutil
 import pytest
 import yaml
 
+from services import free_port, kill_all, ray_processes
 from zeroloop.pipeline.params import parse_params
 
 BIN = Path(sys.executable).parent
@@ -36,12 +36,6 @@ TINY = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 #: Ray 2.60's `ray start` turns token authentication on; every process that joins needs the token.
 RAY_TOKEN = secrets.token_hex(32)
 
@@ -54,8 +48,8 @@ def clean_env(**extra: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def ray_head():
-    """A real one-node Ray cluster on 127.0.0.1 with 2 CPUs: its address."""
+def ray_cluster():
+    """A real one-node Ray cluster on 127.0.0.1 with 2 CPUs: (address, temp dir)."""
     port = free_port()
     temp = tempfile.mkdtemp(prefix="zr", dir="/tmp")  # short: Ray's socket paths have a length limit
     env = clean_env()
@@ -66,10 +60,16 @@ def ray_head():
                            env=env, capture_output=True, text=True, timeout=180)
     assert start.returncode == 0, start.stdout[-2000:] + start.stderr[-2000:]
     try:
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", temp
     finally:
-        subprocess.run([str(BIN / "ray"), "stop", "--force"], env=env, capture_output=True, timeout=120)
+        kill_all(ray_processes(temp))  # not `ray stop`: it would stop another test's cluster too
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ray_head(ray_cluster):
+    """The one-node cluster's address."""
+    return ray_cluster[0]
 
 
 def write_params(root: Path, data: dict) -> None:
@@ -112,19 +112,22 @@ def test_ray_backend_gives_the_local_backends_shards_gates_and_champion(tmp_path
     assert ray[2] == local[2], "the champion differs between the backends"
 
 
-def _ray_task_workers() -> list[psutil.Process]:
-    """Ray worker processes running one of our tasks (Ray titles them ``ray::_run``)."""
+def _ray_task_workers(temp: str) -> list[psutil.Process]:
+    """This cluster's worker processes running one of our tasks (Ray titles them ``ray::_run``)."""
     found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        cmd = " ".join(proc.info["cmdline"] or [])
-        if cmd.startswith("ray::_run"):
-            found.append(proc)
+    for proc in ray_processes(temp):
+        try:
+            if " ".join(proc.cmdline()).startswith("ray::_run"):
+                found.append(proc)
+        except psutil.NoSuchProcess:
+            pass
     return found
 
 
 @pytest.mark.slow
-def test_a_ray_worker_killed_mid_selfplay_is_retried_and_the_shards_are_unchanged(tmp_path, ray_head,
+def test_a_ray_worker_killed_mid_selfplay_is_retried_and_the_shards_are_unchanged(tmp_path, ray_cluster,
                                                                                   mlflow_db):
+    ray_head, temp = ray_cluster
     data = {"game": "connect4", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
             "mcts": {"simulations": 24}, "selfplay": {"games": 100, "shard_games": 10},
             "generations": {"1": {"prev": 0}}}
@@ -144,16 +147,14 @@ def test_a_ray_worker_killed_mid_selfplay_is_retried_and_the_shards_are_unchange
 
     stage = subprocess.Popen([*STAGES, "selfplay", "--gen", "1", "--prev", "0"], cwd=roots["killed"],
                              env=env["killed"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    victim = None
     deadline = time.time() + 180
-    while victim is None and time.time() < deadline and stage.poll() is None:
-        busy = [p for p in _ray_task_workers() if p.cpu_percent(interval=0.2) > 20]
-        if busy:
-            time.sleep(1.0)  # well into its games
-            victim = busy[0]
-    assert victim is not None, "no Ray task worker was seen playing"
-    assert stage.poll() is None, "the stage ended before a worker could be killed"
-    victim.send_signal(signal.SIGKILL)
+    # shards come back as they finish: once one is here, both tasks (5 shards each) are mid-way
+    while not list((roots["killed"] / "data").rglob("shard_*.zls")):
+        assert stage.poll() is None and time.time() < deadline, "the stage ended before a kill"
+        time.sleep(0.05)
+    busy = _ray_task_workers(temp)
+    assert busy, "no Ray task worker of this cluster was seen playing"
+    busy[0].send_signal(signal.SIGKILL)
     err = stage.communicate(timeout=600)[1]
     assert stage.returncode == 0, err[-3000:]
     manifest = json.loads((roots["killed"] / "data/gen_1/manifest.json").read_text())

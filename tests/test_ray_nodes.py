@@ -23,7 +23,7 @@ import psutil
 import pytest
 import yaml
 
-from services import BIN, clean_env, free_port
+from services import BIN, clean_env, free_port, kill_all, ray_processes
 from zeroloop.pipeline.params import parse_params
 
 STAGES = [sys.executable, "-m", "zeroloop.pipeline.stages"]
@@ -76,14 +76,8 @@ def cluster():
         assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, 1, 1]
         yield f"127.0.0.1:{port}", temp
     finally:
-        for proc in _node_processes(temp):
-            proc.kill()
+        kill_all(ray_processes(temp))
         shutil.rmtree(temp, ignore_errors=True)
-
-
-def _node_processes(temp: str) -> list[psutil.Process]:
-    """Every process of the cluster whose command line names its temp dir."""
-    return [p for p in psutil.process_iter(["cmdline"]) if temp in " ".join(p.info["cmdline"] or [])]
 
 
 def _second_node(temp: str) -> list[psutil.Process]:
@@ -202,8 +196,7 @@ def test_the_head_node_dying_ends_the_stage_in_one_line_and_a_rerun_resumes(tmp_
         run(tmp_path, env, "init")
         stage = Selfplay(tmp_path, env)
         stage.wait_for_shards(2)
-        for p in _node_processes(temp):
-            p.kill()
+        kill_all(ray_processes(temp))
         killed = time.time()
         err = stage.finish(timeout=120)
         assert stage.proc.returncode == 2, err[-3000:]
@@ -215,8 +208,7 @@ def test_the_head_node_dying_ends_the_stage_in_one_line_and_a_rerun_resumes(tmp_
         scratch = {p.name for p in tmp_path.rglob("shard_*.zls")}
         assert 2 <= len(scratch) < len(local_shards), err[-3000:]
     finally:
-        for p in _node_processes(temp):
-            p.kill()
+        kill_all(ray_processes(temp))
         shutil.rmtree(temp, ignore_errors=True)
 
     # the rerun (here on the local backend: shards do not depend on it) plays only the rest
