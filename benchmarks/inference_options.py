@@ -134,6 +134,9 @@ def main() -> None:
         scorer = perfect_scorer(game)
         if scorer is not None:
             labelled = make_position_set(game, a.positions, np.random.default_rng(1), scorer)
+    from zeroloop.engine.nn.machine import describe, summary_line
+
+    print("machine: " + summary_line(describe("cpu", "auto"), "auto"))  # what auto picks here
     print(f"model {a.model} ({game.name}, {net.config.blocks}x{net.config.channels}), 1 torch thread, "
           f"{a.seconds:g} s per measurement")
     base_p, base_v = torch_infer(net)(planes)

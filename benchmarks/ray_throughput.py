@@ -85,6 +85,9 @@ def main() -> None:
     rate = {k: a.games * len(v) / sum(v) for k, v in times.items()}
     cold, warm_ray = a.games / times["ray"][0], a.games * (a.rounds - 1) / max(sum(times["ray"][1:]), 1e-9)
     where = f"joining {a.address}" if a.address else "starting Ray on this machine"
+    from zeroloop.engine.nn.machine import describe, summary_line
+
+    print("machine: " + summary_line(describe("cpu", "auto"), "auto"))  # what auto picks here
     print(f"{a.game}, {a.sims} simulations, {a.games} games a call x {a.rounds} rounds, {a.workers} workers")
     for name, label in (("local", "local processes"), ("ray", "ray tasks      ")):
         calls = ", ".join(f"{t:.1f}" for t in times[name])

@@ -177,6 +177,9 @@ def main() -> None:
 
     net_s = _rate(nw, "positions")
     net = f"untrained {a.blocks}x{a.channels}" if a.model == "random" else a.model
+    from zeroloop.engine.nn.machine import describe, summary_line
+
+    print("machine: " + summary_line(describe(a.device, "auto"), "auto"))  # what auto picks here
     print(f"game {a.game}, net {net}, {a.workers} worker process(es), 1 torch thread each, "
           f"{a.sims} sims/move, {a.games} games/worker, device {resolve_device(a.device)}, "
           f"after/network precision {a.precision}")

@@ -69,6 +69,9 @@ def main() -> None:
     lit = (a.samples // a.batch) * a.batch / (time.perf_counter() - t0)
     cuda = a.device.startswith("cuda")
     where = torch.cuda.get_device_name(a.device) if cuda else f"{a.threads} torch threads"
+    from zeroloop.engine.nn.machine import describe, summary_line
+
+    print("machine: " + summary_line(describe(a.device, "auto"), "auto"))  # what auto picks here
     print(f"net {a.blocks}x{a.channels}, batch {a.batch}, {where}, {a.samples} samples")
     print(f"raw PyTorch loop: {raw:8.0f} samples/s")
     print(f"Lightning fit:    {lit:8.0f} samples/s (augmentation on, trainer start-up included)")

@@ -31,6 +31,7 @@ def stages(tmp_path, mlflow_db):
         out = subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr[-3000:]
+        return out
 
     client = MlflowClient(f"sqlite:///{mlflow_db}")
     write()
@@ -71,9 +72,14 @@ def test_a_new_configuration_gets_the_metrics_of_cached_upstream_stages(stages):
 
 
 def test_a_training_rerun_replaces_its_loss_curves(stages):
+    from zeroloop.engine.nn.machine import describe
+
     _, run, client = stages
     run("init")
-    run("selfplay", "--gen", "1", "--prev", "0")
+    said = run("selfplay", "--gen", "1", "--prev", "0").stderr
+    here = describe("auto", "auto")  # the machine, and what precision auto resolves to on it
+    assert f"network {here['precision']} (precision auto) on cpu: {here['cpu']}, {here['cores']} cores" \
+        in said
     run("train", "--gen", "1", "--prev", "0")
     run("train", "--gen", "1", "--prev", "0")
     _, gens = _runs(client)  # deleted runs are not listed
@@ -83,6 +89,8 @@ def test_a_training_rerun_replaces_its_loss_curves(stages):
     assert steps and max(steps.values()) == 1, f"repeated steps: {steps}"
     assert len(client.get_metric_history(run_id, "train/loss_epoch")) == 2  # epochs, once
     assert "selfplay/games" in gens[0].data.metrics
+    # where self-play ran is a tag of the generation's run, the rerun's new run too
+    assert {k: gens[0].data.tags.get(f"selfplay.{k}") for k in here} == here
 
 
 def test_temporary_dvc_experiments_log_to_the_repository_store(tmp_path, monkeypatch):

@@ -20,6 +20,7 @@ from zeroloop.pipeline.data.layout import Layout, derive_seed
 from zeroloop.pipeline.data.storage import load_model, read_json, write_json
 from zeroloop.pipeline.matches import PlayerSpec, model_player, play_match
 from zeroloop.pipeline.params import Params
+from zeroloop.pipeline.runtime.process import machine
 
 
 def positions_step(p: Params, layout: Layout) -> PositionSet:
@@ -126,5 +127,6 @@ def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True)
     if positions.moves:
         result["solver"] = solver_errors(p, str(best), positions)
     result["wall_s"] = round(time.perf_counter() - t0, 1)
+    result["machine"] = machine(p.runtime.device, p.runtime.precision)
     write_json(layout.report(gen, "eval"), result)
     return result

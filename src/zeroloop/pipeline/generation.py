@@ -31,7 +31,7 @@ from zeroloop.pipeline.data.storage import (
 )
 from zeroloop.pipeline.matches import model_player, play_match
 from zeroloop.pipeline.params import Params
-from zeroloop.pipeline.runtime.process import process_clock
+from zeroloop.pipeline.runtime.process import machine, process_clock
 
 
 def init_step(p: Params, layout: Layout) -> dict:
@@ -117,6 +117,7 @@ def selfplay_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: b
         "simulations_per_s": round(stats.simulations / wall) if stats.simulations else None,
         "network_share": round(stats.network_s / max(busy, 1e-9), 3),
         "wall_s": round(wall, 1), **process_clock(),
+        "machine": machine(p.runtime.device, p.runtime.precision),
     }
     write_json(layout.report(gen, "selfplay"), summary)
     return summary, samples
@@ -221,6 +222,7 @@ def gate_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: bool 
         "sprt": verdict or "off", "pairs": pentanomial(pairs),
         "stopped_early": int(match.stopped_early is not None), "simulations": g.simulations,
         "wall_s": round(time.perf_counter() - t0, 1), **process_clock(),
+        "machine": machine(p.runtime.device, p.runtime.precision),
     }
     write_json(layout.report(gen, "gate"), result)
     # every game, for the viewer (`zeroloop serve`): moves from the start, opening included

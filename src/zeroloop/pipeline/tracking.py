@@ -312,15 +312,20 @@ class Tracker:
         from zeroloop.pipeline.data.storage import read_json
 
         run_id = self.generation_run_id(gen)
-        have = set(self.client.get_run(run_id).data.metrics)
+        data = self.client.get_run(run_id).data
         stages = GENERATION_STAGES[:GENERATION_STAGES.index(upto) + 1] if upto else GENERATION_STAGES
         missing: dict[str, float] = {}
+        tags: dict[str, str] = {}
         for stage in stages:
             path = layout.report(gen, STAGE_REPORTS[stage])
             if path.exists():
-                logged = stage_metrics(stage, read_json(path))
-                missing.update({k: v for k, v in logged.items() if k not in have})
-        log_batch(self.client, run_id, metrics=missing)
+                report = read_json(path)
+                logged = stage_metrics(stage, report)
+                missing.update({k: v for k, v in logged.items() if k not in data.metrics})
+                where = report.get("machine") if isinstance(report.get("machine"), dict) else {}
+                tags.update({f"{stage}.{k}": str(v) for k, v in where.items()
+                             if data.tags.get(f"{stage}.{k}") != str(v)})
+        log_batch(self.client, run_id, metrics=missing, tags=tags)
 
     def fresh_generation_run(self, gen: int, layout: Layout, stage: str) -> None:
         """A rerun of ``stage`` whose step-wise metrics (Lightning's curves) are
@@ -447,14 +452,16 @@ def stage_metrics(stage: str, report: dict[str, Any]) -> dict[str, float]:
 
 
 def log_batch(client, run_id: str, *, metrics: dict[str, float] | None = None,
-               params: dict[str, Any] | None = None, step: int = 0) -> None:
-    from mlflow.entities import Metric, Param
+              params: dict[str, Any] | None = None, tags: dict[str, str] | None = None,
+              step: int = 0) -> None:
+    from mlflow.entities import Metric, Param, RunTag
 
     now = int(time.time() * 1000)
     ms = [Metric(k, float(v), now, step) for k, v in (metrics or {}).items() if v is not None]
     ps = [Param(k, str(v)) for k, v in (params or {}).items()]
-    for i in range(0, max(len(ms), len(ps)), 500):  # MLflow's batch limits
-        client.log_batch(run_id, metrics=ms[i:i + 500], params=ps[i:i + 500])
+    ts = [RunTag(k, v) for k, v in (tags or {}).items()]
+    for i in range(0, max(len(ms), len(ps), len(ts)), 100):  # MLflow's batch limits (tags: 100)
+        client.log_batch(run_id, metrics=ms[i:i + 100], params=ps[i:i + 100], tags=ts[i:i + 100])
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, Any]:

@@ -45,3 +45,14 @@ def process_clock() -> dict[str, float]:
     cpu = me.cpu_times()
     used = cpu.user + cpu.system + cpu.children_user + cpu.children_system
     return {"stage_wall_s": round(time.time() - me.create_time(), 1), "stage_cpu_s": round(used, 1)}
+
+
+def machine(device: str, precision: str) -> dict[str, str]:
+    """Where a stage's network ran: the CPU model, cores, speed-relevant ISA
+    flags, the device, and the precision ``runtime.precision`` resolved to
+    (``auto`` can play other games on another CPU). Stages put it in their
+    report (``machine``), log it as tags of the generation's MLflow run and say
+    it in one line. With Ray, the driver's machine."""
+    from zeroloop.engine.nn.machine import describe
+
+    return describe(device, precision)

@@ -3,6 +3,7 @@ move error rate on the solver-labelled positions."""
 
 from __future__ import annotations
 
+from zeroloop.engine.nn.machine import summary_line
 from zeroloop.pipeline.evaluation import evaluate_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
@@ -23,6 +24,7 @@ def run(p: Params, gen: int) -> None:
         lines.append(f"move error with {s['simulations']} simulations {s['search_error_rate']:.1%}, "
                      f"raw policy {s['policy_error_rate']:.1%} ({s['positions']} positions)")
     say(f"evaluate@{gen}", f"{result['model']} vs " + ", ".join(lines))
+    say(f"evaluate@{gen}", summary_line(result["machine"], p.runtime.precision))
     if len(result.get("solver", {}).get("groups", {})) > 1:
         for group, g in result["solver"]["groups"].items():
             say(f"evaluate@{gen}", f"  {group:14s} search {g['search_error_rate']:6.1%}  raw policy "

@@ -4,6 +4,7 @@ sequential test ``gate.sprt`` accepts it (docs/gate.md)."""
 
 from __future__ import annotations
 
+from zeroloop.engine.nn.machine import summary_line
 from zeroloop.pipeline.generation import gate_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
@@ -21,3 +22,4 @@ def run(p: Params, gen: int, prev: int) -> None:
     say(f"gate@{gen}", f"candidate scored {result['score']:.1%} [{result['ci95_low']:.1%}, "
                        f"{result['ci95_high']:.1%}] in {result['games']} games (+{result['wins']} "
                        f"={result['draws']} -{result['losses']}); {verdict}")
+    say(f"gate@{gen}", summary_line(result["machine"], p.runtime.precision))

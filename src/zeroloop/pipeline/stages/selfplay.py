@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from zeroloop.engine.nn.machine import summary_line
 from zeroloop.pipeline.generation import selfplay_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
@@ -16,3 +17,4 @@ def run(p: Params, gen: int, prev: int) -> None:
         tr.log_text(gen, "\n".join(samples) + "\n", f"selfplay_sample_games_gen{gen}.txt")
     say(f"selfplay@{gen}", f"{summary['games']} games, {summary['positions']} positions, "
                            f"{summary['wall_s']:.0f}s -> {LAYOUT.data(gen)}")
+    say(f"selfplay@{gen}", summary_line(summary["machine"], p.runtime.precision))
