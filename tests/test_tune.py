@@ -376,3 +376,22 @@ def test_a_bad_storage_url_is_one_line_and_logs_nothing(tmp_path, mlflow_db):
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "--storage 'bogus://x': cannot open it" in out.stderr
     assert MlflowClient(f"sqlite:///{mlflow_db}").get_experiment_by_name("tune-test") is None
+
+
+def test_a_process_that_finds_the_study_just_created_waits_for_the_creators_first_trial(tmp_path):
+    """Two machines start a study together: the one that created it enqueues the
+    defaults; the other, arriving between the creation and that enqueue, must
+    not enqueue them a second time."""
+    import threading
+
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    creator = optuna.create_study(study_name="race", storage=storage, direction="maximize")
+    opened = {}
+    loader = threading.Thread(target=lambda: opened.update(
+        study=tstudy.open_study("race", storage, first_trial=({"c_puct": 1.5}, {"default": True}))))
+    loader.start()
+    time.sleep(1.0)  # the loader found the study, with no trial yet
+    creator.enqueue_trial({"c_puct": 1.5}, user_attrs={"default": True})
+    loader.join(timeout=30)
+    trials = opened["study"].trials
+    assert sum(bool(t.user_attrs.get("default")) for t in trials) == 1

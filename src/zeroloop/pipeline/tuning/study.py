@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any
 
@@ -90,6 +91,10 @@ def _retrying_rdb():
     return type("RetryingRDBStorage", (RDBStorage,), {n: retrying(getattr(RDBStorage, n)) for n in names})
 
 
+#: How long a process that found the study just created waits for its creator's first trial.
+FIRST_TRIAL_WAIT_S = 15.0
+
+
 def open_study(study_name: str, storage: str, *, sampler=None, pruner=None, first_trial=None):
     """Create or load the study, atomically across processes and machines:
     the database's uniqueness of study names decides which process creates
@@ -105,10 +110,19 @@ def open_study(study_name: str, storage: str, *, sampler=None, pruner=None, firs
     except optuna.exceptions.DuplicatedStudyError:
         study = optuna.load_study(study_name=study_name, storage=backend, sampler=sampler, pruner=pruner)
         created = False
-    if first_trial is not None and (created or not study.trials):
-        # `not study.trials`: a creator stopped before it could enqueue (rare; then a race is possible)
-        params, attrs = first_trial
-        study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=not created)
+    if first_trial is None:
+        return study
+    params, attrs = first_trial
+    if created:
+        study.enqueue_trial(params, user_attrs=attrs)
+        return study
+    # the creator enqueues right after creating: a process that loads the study in
+    # between waits for that trial rather than enqueueing a second one
+    deadline = time.monotonic() + FIRST_TRIAL_WAIT_S
+    while not study.trials and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if not study.trials:  # the creator stopped before it could enqueue
+        study.enqueue_trial(params, user_attrs=attrs, skip_if_exists=True)
     return study
 
 
