@@ -39,19 +39,23 @@ def _wait_for_head(address: str, timeout_s: float) -> None:
     """A TCP connection to the head's ``host:port`` within ``timeout_s``, else
     ValueError naming the address: Ray's own connect retries for minutes,
     logging warnings that name other addresses, when nothing listens there."""
-    host, _, port = address.removeprefix("ray://").rpartition(":")
     deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            with socket.create_connection((host, int(port)), timeout=min(5.0, timeout_s)):
-                return
-        except (OSError, ValueError) as exc:
-            if time.monotonic() >= deadline:
-                why = getattr(exc, "strerror", None) or exc
-                raise ValueError(f"runtime.ray_address={address!r}: cannot reach a Ray cluster there within "
-                                 f"{timeout_s:.0f}s ({why}); start one with `ray start --head`, or use "
-                                 "runtime.backend: local") from None
-            time.sleep(0.5)
+    while (why := _reachable(address.removeprefix("ray://"), min(5.0, timeout_s))) is not None:
+        if time.monotonic() >= deadline:
+            raise ValueError(f"runtime.ray_address={address!r}: cannot reach a Ray cluster there within "
+                             f"{timeout_s:.0f}s ({why}); start one with `ray start --head`, or use "
+                             "runtime.backend: local") from None
+        time.sleep(0.5)
+
+
+def _reachable(address: str, timeout_s: float = 1.0) -> str | None:
+    """None when a TCP connection to ``host:port`` opens within ``timeout_s``, else why not."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return None
+    except (OSError, ValueError) as exc:
+        return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 
 def _cluster_messages_to_stderr() -> None:
@@ -162,16 +166,6 @@ def _run(fn: Callable, task, counter, key: int):
     counter.start.remote(key, ray.get_runtime_context().get_node_id())
     init_worker_threads()
     return fn(task, _ActorTick(counter, key))
-
-
-def _reachable(address: str) -> str | None:
-    """None when a TCP connection to ``host:port`` opens within a second, else why not."""
-    host, _, port = address.rpartition(":")
-    try:
-        with socket.create_connection((host, int(port)), timeout=1.0):
-            return None
-    except (OSError, ValueError) as exc:
-        return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
 
 #: Ray's driver gives up on a silent head (GCS) after 60 s and ends the process
