@@ -13,16 +13,35 @@ is no option.
 Options: eager fp32; BatchNorm folded into the convolutions; channels-last;
 bf16 autocast (native on CPUs with avx512_bf16 / AMX); the folded net's
 weights and activations in bf16 (``runtime.precision: bf16``); int8 dynamic
-quantisation of the linear layers; torch.compile (inductor) of the folded net;
-ONNX Runtime on the folded net (when onnx and onnxruntime are installed).
+quantisation of the linear layers; int8 static quantisation of the whole
+folded net through PyTorch's x86 backend (FX graph mode: fbgemm, with oneDNN
+where it is faster); torch.compile (inductor) of the folded net; ONNX Runtime
+fp32 on the folded net; ONNX Runtime int8, the trunk statically quantised
+(``runtime.precision: int8``). Both int8 options are calibrated on positions
+from the model's own games (:func:`zeroloop.engine.nn.int8.calibration_planes`),
+the positions it is tested on are others.
+
+``--search N`` also measures the searched move error (and the raw policy's)
+of the precisions the pipeline runs (fp32, bf16, int8) on N Connect Four
+positions per Pons group, at ``--sims`` simulations, with each error's 95%
+interval and the paired difference from fp32's.
+
+``--isa avx2`` runs everything as an AVX2 CPU without AVX-512 would, as far as
+the libraries allow: oneDNN (``ONEDNN_MAX_CPU_ISA``), PyTorch's own kernels
+(``ATEN_CPU_CAPABILITY``) and fbgemm (``FBGEMM_ENABLE_INSTRUCTIONS``) honour a
+cap; ONNX Runtime has none, so its figures under ``--isa avx2`` are still
+this CPU's own (the output says so).
 
     python benchmarks/inference_options.py [--batches 1,8,32,64] [--seconds 2] [--positions 300]
+        [--only NAME,...] [--search 0] [--sims 200] [--isa native|avx2|avx512]
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
+import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -47,15 +66,6 @@ def torch_infer(net: nn.Module, *, channels_last: bool = False, bf16: bool = Fal
     return run
 
 
-def bf16_weights(net: nn.Module) -> Infer:
-    """The inference net stored and run in bf16, as ``runtime.precision: bf16`` runs it."""
-    from zeroloop.engine.games import make_game
-    from zeroloop.engine.nn import NetworkEvaluator
-
-    # the evaluator only needs the game to encode states; these options get planes
-    return NetworkEvaluator(make_game("connect4"), net, "cpu", precision="bf16").evaluate_planes
-
-
 def onnx_infer(net: nn.Module, example: np.ndarray) -> Infer:
     import onnxruntime as ort
 
@@ -65,6 +75,7 @@ def onnx_infer(net: nn.Module, example: np.ndarray) -> Infer:
                       dynamic_axes={"x": {0: "b"}, "logits": {0: "b"}, "value": {0: "b"}})
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = opts.inter_op_num_threads = 1
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     sess = ort.InferenceSession(buf.getvalue(), opts, providers=["CPUExecutionProvider"])
 
     def run(planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -75,7 +86,31 @@ def onnx_infer(net: nn.Module, example: np.ndarray) -> Infer:
     return run
 
 
-def options(net: nn.Module, example: np.ndarray) -> dict[str, Callable[[], Infer]]:
+def fx_int8(net: nn.Module, calibration: np.ndarray) -> Infer:
+    """The folded net statically quantised by PyTorch (FX graph mode), with
+    the x86 backend's default configuration (per-channel weights, histogram
+    observers), calibrated on ``calibration``."""
+    from torch.ao.quantization import get_default_qconfig_mapping
+    from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
+
+    torch.backends.quantized.engine = "x86"
+    prepared = prepare_fx(net, get_default_qconfig_mapping("x86"), (torch.from_numpy(calibration[:1]),))
+    with torch.inference_mode():
+        for i in range(0, len(calibration), 32):
+            prepared(torch.from_numpy(calibration[i:i + 32]))
+    return torch_infer(convert_fx(prepared))
+
+
+def precision_infer(net: nn.Module, precision: str) -> Infer:
+    """The net as ``runtime.precision: <precision>`` runs it in self-play."""
+    from zeroloop.engine.games import make_game
+    from zeroloop.engine.nn import NetworkEvaluator
+
+    # the evaluator only needs the game to encode states; these options get planes
+    return NetworkEvaluator(make_game("connect4"), net, "cpu", precision=precision).evaluate_planes
+
+
+def options(net: nn.Module, example: np.ndarray, calibration: np.ndarray) -> dict[str, Callable[[], Infer]]:
     from zeroloop.engine.nn import inference_net
 
     folded = lambda: inference_net(net)  # noqa: E731  (BatchNorm folded, as self-play runs it)
@@ -85,11 +120,15 @@ def options(net: nn.Module, example: np.ndarray) -> dict[str, Callable[[], Infer
         "BN folded + channels-last": lambda: torch_infer(folded().to(memory_format=torch.channels_last),
                                                          channels_last=True),
         "BN folded + bf16 autocast": lambda: torch_infer(folded(), bf16=True),
-        "BN folded + bf16 weights": lambda: bf16_weights(net),
+        "BN folded + bf16 weights": lambda: precision_infer(net, "bf16"),
         "BN folded + int8 linear": lambda: torch_infer(torch.ao.quantization.quantize_dynamic(
             folded(), {nn.Linear}, dtype=torch.qint8)),
+        "BN folded + int8 static x86": lambda: fx_int8(folded(), calibration),
         "BN folded + torch.compile": lambda: torch_infer(torch.compile(folded(), dynamic=False)),
+        "BN folded + cl + compile": lambda: torch_infer(
+            torch.compile(folded().to(memory_format=torch.channels_last), dynamic=False), channels_last=True),
         "BN folded + ONNX Runtime": lambda: onnx_infer(folded(), example),
+        "BN folded + ORT int8 trunk": lambda: precision_infer(net, "int8"),
     }
 
 
@@ -102,22 +141,79 @@ def positions_per_s(infer: Infer, planes: np.ndarray, seconds: float) -> float:
     return n / (time.perf_counter() - t0)
 
 
+def search_errors(net: nn.Module, game, per_group: int, sims: int) -> None:
+    """Raw and searched move error of fp32, bf16 and int8 (as the pipeline runs
+    them) on Pons' Connect Four groups, with the paired difference from fp32."""
+    from zeroloop.engine.nn import NetworkEvaluator
+    from zeroloop.engine.perfect import perfect_scorer
+    from zeroloop.engine.positions import ILLEGAL, make_connect4_benchmark, move_errors, move_mistakes
+    from zeroloop.engine.search import BatchedMCTS, SearchConfig, search_moves
+
+    scorer = perfect_scorer(game)
+    if scorer is None or game.name != "connect4":
+        print("search errors: skipped (Connect Four with the solver extra only)")
+        return
+    ps = make_connect4_benchmark(game, per_group, np.random.default_rng(2), scorer)
+    states = ps.states(game)
+    legal = ps.labels != ILLEGAL
+    print(f"move error on {len(states)} Pons positions ({per_group} per group, seed 2), "
+          f"search {sims} simulations:")
+    first: dict[str, np.ndarray] = {}
+    for precision in ("fp32", "bf16", "int8"):
+        try:
+            ev = NetworkEvaluator(game, net, "cpu", precision=precision)
+        except ValueError as exc:
+            print(f"  {precision:5s} skipped: {exc}")
+            continue
+        t0 = time.perf_counter()
+        priors, _ = ev(states)
+        raw = np.where(legal, priors, -1).argmax(1)
+        mcts = BatchedMCTS(game, ev, SearchConfig(simulations=sims), len(states),
+                           rng=np.random.default_rng(0))
+        searched = np.asarray(search_moves(mcts, states)[0])
+        line = []
+        for kind, moves in (("raw", raw), ("search", searched)):
+            err = move_errors(ps, moves)
+            lo, hi = err.interval()
+            wrong = move_mistakes(ps, moves)
+            first.setdefault(kind, wrong)
+            d = wrong.astype(float) - first[kind]
+            half = 1.96 * d.std(ddof=1) / np.sqrt(len(d)) if len(d) > 1 else 0.0
+            line.append(f"{kind} {err.rate:.1%} [{lo:.1%}, {hi:.1%}] (minus fp32: {d.mean():+.2%} "
+                        f"\u00b1{half:.2%})")
+        print(f"  {precision:5s} " + "; ".join(line) + f" | {time.perf_counter() - t0:.0f} s", flush=True)
+
+
 def main() -> None:
-    from zeroloop.engine.games import random_line
-    from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
-    from zeroloop.pipeline.data.storage import load_model
+    from zeroloop.engine.nn.machine import ISA_CAPS
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default=str(SHIPPED_DIR / "connect4.pt"), help="model file (default: shipped)")
+    ap.add_argument("--model", default="", help="model file (default: the shipped Connect Four model)")
     ap.add_argument("--batches", default="1,8,32,64", help="batch sizes, comma-separated")
     ap.add_argument("--seconds", type=float, default=2.0, help="seconds of calls per option and batch")
     ap.add_argument("--positions", type=int, default=300, help="solver-labelled positions (0: skip)")
     ap.add_argument("--only", default="", help="comma-separated option names to run (default: all)")
+    ap.add_argument("--search", type=int, default=0,
+                    help="Pons positions per group for the searched move error of fp32/bf16/int8 (0: skip)")
+    ap.add_argument("--sims", type=int, default=200, help="with --search: simulations per move")
+    ap.add_argument("--isa", default="native", choices=["native", *ISA_CAPS],
+                    help="run as a CPU with at most this ISA would (see the module's doc)")
     a = ap.parse_args()
+    if a.isa != "native" and any(os.environ.get(k) != v for k, v in ISA_CAPS[a.isa].items()):
+        # the caps are read when the libraries load: start again with them set
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **ISA_CAPS[a.isa]})
+
+    from zeroloop.engine.games import random_line
+    from zeroloop.engine.nn import inference_net
+    from zeroloop.engine.nn.int8 import calibration_planes
+    from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
+    from zeroloop.pipeline.data.storage import load_model
+
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")  # torch's deprecation notes on quantisation and the ONNX exporter
 
-    net, game, _ = load_model(a.model)
+    model = a.model or str(SHIPPED_DIR / "connect4.pt")
+    net, game, _ = load_model(model)
     net.eval()
     rng = np.random.default_rng(0)
     batches = [int(b) for b in a.batches.split(",")]
@@ -125,6 +221,7 @@ def main() -> None:
               for _ in range(max(batches))]
     planes = game.encode(states)
     legal = np.stack([game.legal_mask(s) for s in states])
+    calibration = calibration_planes(game, inference_net(net), 512)
 
     labelled = None
     if a.positions:
@@ -137,12 +234,15 @@ def main() -> None:
     from zeroloop.engine.nn.machine import describe, summary_line
 
     print("machine: " + summary_line(describe("cpu", "auto"), "auto"))  # what auto picks here
-    print(f"model {a.model} ({game.name}, {net.config.blocks}x{net.config.channels}), 1 torch thread, "
+    if a.isa != "native":
+        print(f"emulated: --isa {a.isa} caps oneDNN, PyTorch's kernels and fbgemm; ONNX Runtime's figures "
+              "are this CPU's own (it has no cap)")
+    print(f"model {model} ({game.name}, {net.config.blocks}x{net.config.channels}), 1 torch thread, "
           f"{a.seconds:g} s per measurement")
     base_p, base_v = torch_infer(net)(planes)
     base_speed: dict[int, float] = {}
     chosen = [name.strip() for name in a.only.split(",") if name.strip()]
-    for name, make in options(net, planes[:1]).items():
+    for name, make in options(net, planes[:1], calibration).items():
         if chosen and name not in chosen and name != "eager fp32":
             continue
         try:
@@ -163,14 +263,14 @@ def main() -> None:
                 f"max dvalue {np.abs(v - base_v).max():.1e} best move changed {moved:.1%} "
                 f"| setup {setup:.1f}s")
         if labelled is not None:
-            from zeroloop.engine.positions import move_errors
+            from zeroloop.engine.positions import ILLEGAL, move_errors
 
             lp, _ = infer(game.encode(labelled.states(game)))
-            from zeroloop.engine.positions import ILLEGAL
-
             err = move_errors(labelled, np.where(labelled.labels != ILLEGAL, lp, -1).argmax(1))
             line += f" | policy error {err.rate:.1%} of {err.positions}"
         print(line, flush=True)
+    if a.search:
+        search_errors(net, game, a.search, a.sims)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ positions/s, the ratio, positions per network call, simulations per network
 row, the cache's hit rate and the time split (network / tree / game rules).
 
     python benchmarks/selfplay_throughput.py [--workers 2] [--games 64] [--sims 64] [--model PATH|random]
-        [--device cpu|cuda] [--precision fp32|bf16|fp16]
+        [--device cpu|cuda] [--precision auto|fp32|bf16|fp16|int8]
 
 ``make bench`` runs it with the defaults (the shipped Connect Four model, 64
 simulations, temperature 1 for 8 moves, as the default run plays);
@@ -152,43 +152,50 @@ def main() -> None:
     p.add_argument("--warmup", type=float, default=1.0, help="seconds of network calls before measuring")
     p.add_argument("--device", default="cpu",
                    help="cpu (default), cuda[:N] or auto; on CUDA try --in-flight 1024 --eval-batch 512")
-    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16", "fp16"],
-                   help="after and network only: the inference net's number format (fp16: CUDA only)")
+    p.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16", "int8"],
+                   help="after and network only: the inference net's number format (default auto: what "
+                        "runtime.precision: auto picks on this machine; fp16: CUDA only; int8: CPU only); "
+                        "anything but fp32 is also measured against fp32 in the same run")
     a = p.parse_args()
     from zeroloop.engine.nn import resolve_device
     from zeroloop.engine.nn.inference import precision_name
 
     try:
-        precision_name(a.precision, resolve_device(a.device))
+        chosen = precision_name(a.precision, resolve_device(a.device))
     except ValueError as exc:
         p.error(str(exc))
 
     specs = [Spec(a.game, a.model, a.blocks, a.channels, a.sims, a.games, a.shard_games, a.in_flight,
-                  a.eval_batch, a.cache, seed, a.device, a.precision) for seed in range(a.workers)]
+                  a.eval_batch, a.cache, seed, a.device, "fp32") for seed in range(a.workers)]
+    precisions = ["fp32"] + ([chosen] if chosen != "fp32" else [])
+    after: dict[str, list[dict]] = {}
+    network: dict[str, list[dict]] = {}
     with ProcessPool(a.workers) as pool:  # the same processes (one torch thread each) for every phase
         def run(fn, tasks):
             return [f.result() for f in [pool.submit(fn, t) for t in tasks]]
 
         run(network_worker, [replace(s, seconds=a.warmup) for s in specs])
         before = run(selfplay_before, specs)
-        after = run(selfplay_after, specs)
-        seconds = float(np.mean([r["wall"] for r in after]))
-        nw = run(network_worker, [replace(s, seconds=seconds) for s in specs])
+        for prec in precisions:
+            after[prec] = run(selfplay_after, [replace(s, precision=prec) for s in specs])
+        for prec in precisions:
+            seconds = float(np.mean([r["wall"] for r in after[prec]]))
+            network[prec] = run(network_worker, [replace(s, precision=prec, seconds=seconds) for s in specs])
 
-    net_s = _rate(nw, "positions")
     net = f"untrained {a.blocks}x{a.channels}" if a.model == "random" else a.model
     from zeroloop.engine.nn.machine import describe, summary_line
 
     print("machine: " + summary_line(describe(a.device, "auto"), "auto"))  # what auto picks here
     print(f"game {a.game}, net {net}, {a.workers} worker process(es), 1 torch thread each, "
           f"{a.sims} sims/move, {a.games} games/worker, device {resolve_device(a.device)}, "
-          f"after/network precision {a.precision}")
-    for name, res in (("before", before), ("after", after)):
+          f"after/network precision {a.precision} ({chosen})")
+    phases = [("before", before)] + [(f"after {prec}", after[prec]) for prec in precisions]
+    for name, res in phases:
         sims_s, rows_s = _rate(res, "sims"), _rate(res, "rows")
         calls, asked = sum(r["calls"] for r in res), sum(r["asked"] for r in res)
         tot = {k: sum(r[k] for r in res) for k in ("wall", "network", "tree", "rules")}
         other = tot["wall"] - tot["network"] - tot["tree"] - tot["rules"]
-        print(f"self-play {name:6s}: {sims_s:9.0f} simulations/s  {rows_s:9.0f} network rows/s  "
+        print(f"self-play {name:11s}: {sims_s:9.0f} simulations/s  {rows_s:9.0f} network rows/s  "
               f"{_rate(res, 'moves'):7.1f} moves/s")
         print(f"  batch        : {sum(r['rows'] for r in res) / max(calls, 1):.1f} rows per network call; "
               f"{sum(r['sims'] for r in res) / max(sum(r['rows'] for r in res), 1):.2f} simulations per "
@@ -197,11 +204,16 @@ def main() -> None:
             f"{k} {100 * v / tot['wall']:.1f}%" for k, v in
             (("network", tot["network"]), ("tree", tot["tree"]), ("game rules", tot["rules"]),
              ("other", other))))
-    speedup = _rate(after, "sims") / _rate(before, "sims")
-    print(f"speed-up       : {speedup:.2f}x  (after over before, simulations/s)")
-    print(f"network only   : {net_s:9.0f} positions/s (inference net, batch {a.eval_batch}, same processes)")
-    print(f"ratio          : {_rate(after, 'sims') / net_s:.3f}  (after: simulations/s over network-only "
-          "positions/s)")
+    final = after[chosen]
+    print(f"speed-up       : {_rate(final, 'sims') / _rate(before, 'sims'):.2f}x  "
+          f"(after {chosen} over before, simulations/s)")
+    if chosen != "fp32":
+        print(f"precision      : {_rate(final, 'sims') / _rate(after['fp32'], 'sims'):.2f}x  "
+              f"(self-play simulations/s, {chosen} over fp32, same run)")
+    for prec in precisions:
+        net_s = _rate(network[prec], "positions")
+        print(f"network {prec:6s} : {net_s:9.0f} positions/s (inference net, batch {a.eval_batch}, "
+              f"same processes); self-play {prec} over it: {_rate(after[prec], 'sims') / net_s:.3f}")
 
 
 if __name__ == "__main__":

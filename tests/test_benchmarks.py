@@ -13,14 +13,19 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 # script -> (tiny arguments, lines its output must contain)
 SMOKE = {
     "inference_options.py": (
-        ["--seconds", "0.05", "--batches", "1,2", "--positions", "0", "--only", "BN folded"],
-        ["eager fp32", "BN folded", "max dprior"]),
+        ["--seconds", "0.05", "--batches", "1,2", "--positions", "0", "--only",
+         "BN folded,BN folded + ORT int8 trunk", "--search", "1", "--sims", "4", "--isa", "avx2"],
+        ["eager fp32", "BN folded", "max dprior", "ORT int8 trunk", "capped: ", "ONEDNN_MAX_CPU_ISA=AVX2",
+         "emulated: --isa avx2", "move error on 6 Pons positions", "int8  raw"]),
     "selfplay_throughput.py": (
         ["--workers", "1", "--games", "3", "--sims", "4", "--shard-games", "2", "--in-flight", "2",
          "--eval-batch", "4", "--model", "random", "--blocks", "1", "--channels", "8", "--warmup", "0.1",
-         "--precision", "bf16"],
-        ["self-play before", "self-play after", "speed-up", "network only", "ratio", "cache hits",
-         "time split"]),
+         "--precision", "int8"],
+        ["self-play before", "self-play after fp32", "self-play after int8", "speed-up",
+         "int8 over fp32, same run", "network int8", "network fp32", "cache hits", "time split"]),
+    "precision_match.py": (
+        ["--games", "2", "--sims", "2", "--workers", "1"],
+        ["machine: network int8", "int8 against fp32: score", "pairs scoring 0, 1/4, 1/2, 3/4, 1"]),
     "ray_throughput.py": (
         ["--workers", "1", "--games", "2", "--sims", "4", "--shard-games", "1", "--in-flight", "2",
          "--model", "random", "--rounds", "1"],

@@ -43,7 +43,7 @@ def test_inference_net_answers_as_the_trained_net(name):
     np.testing.assert_allclose(v1, v0, atol=1e-5)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
 @pytest.mark.parametrize("batch", [8, 32])
 @pytest.mark.parametrize("name", ["connect4", "othello-6x6"])
 def test_an_answer_does_not_depend_on_the_rest_of_the_batch(name, batch, precision):
@@ -79,8 +79,41 @@ def test_fp16_and_unknown_precisions_are_refused_on_the_cpu():
     game, net = _net("tictactoe")
     with pytest.raises(ValueError, match="fp16.*needs a CUDA device"):
         NetworkEvaluator(game, net, "cpu", precision="fp16")
-    with pytest.raises(ValueError, match="precision 'int4': expected one of auto, fp32, bf16, fp16"):
+    with pytest.raises(ValueError, match="precision 'int4': expected one of auto, fp32, bf16, fp16, int8"):
         NetworkEvaluator(game, net, "cpu", precision="int4")
+
+
+def test_int8_is_refused_on_a_gpu_and_in_params():
+    from zeroloop.engine.nn.inference import precision_name
+    from zeroloop.pipeline.params.schema import RuntimeParams
+
+    with pytest.raises(ValueError, match="'int8' runs on the CPU"):
+        precision_name("int8", torch.device("cuda"))
+    with pytest.raises(ValueError, match="precision int8 runs on the CPU .*device cuda:1"):
+        RuntimeParams(device="cuda:1", precision="int8")
+    assert RuntimeParams(device="cpu", precision="int8").precision == "int8"
+
+
+@pytest.mark.parametrize("name", ["connect4", "gomoku"])
+def test_int8_answers_close_to_fp32_and_the_same_every_time(name):
+    """The trunk really runs in int8 (the answers move), not far (the best
+    move stays on nine positions in ten), and a second evaluator of the same
+    net, built afresh, answers bit for bit as the first."""
+    from zeroloop.engine.nn import int8
+
+    game, net = _net(name)
+    x = _planes(game, 128, 5)
+    p32, v32 = NetworkEvaluator(game, net, "cpu").evaluate_planes(x)
+    ev = NetworkEvaluator(game, net, "cpu", precision="int8")
+    p8, v8 = ev.evaluate_planes(x)
+    assert p8.dtype == np.float32 and v8.dtype == np.float32
+    assert not np.array_equal(p8, p32)
+    np.testing.assert_allclose(p8, p32, atol=0.08)
+    np.testing.assert_allclose(v8, v32, atol=0.2)
+    assert np.mean(p8.argmax(1) == p32.argmax(1)) >= 0.9
+    int8._QUANTISED.clear()  # quantised again from nothing
+    again = NetworkEvaluator(game, net, "cpu", precision="int8").evaluate_planes(x)
+    assert np.array_equal(again[0], p8) and np.array_equal(again[1], v8)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -97,11 +130,23 @@ def test_cuda_answers_as_the_cpu_through_pinned_buffers(precision):
     assert ev._pinned is not None and ev._pinned.is_pinned()
 
 
-def test_auto_precision_is_bf16_exactly_where_the_device_computes_it_natively():
-    from zeroloop.engine.nn.inference import native_bf16, precision_name
+def test_auto_precision_is_int8_on_x86_then_bf16_where_native_else_fp32():
+    from zeroloop.engine.nn.inference import fast_int8, native_bf16, precision_name
 
     cpu = torch.device("cpu")
-    assert precision_name("auto", cpu) == ("bf16" if native_bf16(cpu) else "fp32")
+    x86 = torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
+    assert fast_int8(cpu) == x86  # onnxruntime is a dependency
+    expected = "int8" if x86 else "bf16" if native_bf16(cpu) else "fp32"
+    assert precision_name("auto", cpu) == expected
     game, net = _net("tictactoe")
-    assert NetworkEvaluator(game, net, "cpu", precision="auto").dtype == (
-        torch.bfloat16 if native_bf16(cpu) else torch.float32)
+    assert NetworkEvaluator(game, net, "cpu", precision="auto").precision == expected
+
+
+def test_a_onednn_cap_below_bf16_makes_bf16_not_native(monkeypatch):
+    from zeroloop.engine.nn.inference import native_bf16
+
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True)
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert not native_bf16(torch.device("cpu"))
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+    assert native_bf16(torch.device("cpu"))

@@ -5,6 +5,7 @@ device selection."""
 from __future__ import annotations
 
 import copy
+import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
@@ -67,8 +68,8 @@ def inference_net(net: PolicyValueNet) -> PolicyValueNet:
     return folded
 
 
-#: network number formats for inference; fp16 only where it has fast kernels (CUDA)
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+#: network number formats for inference; fp16 only where it has fast kernels (CUDA), int8 on the CPU
+PRECISIONS = ("auto", "fp32", "bf16", "fp16", "int8")
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
@@ -78,18 +79,38 @@ def native_bf16(device: torch.device) -> bool:
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     cpu = torch.cpu
-    return device.type == "cpu" and (cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported())
+    if device.type != "cpu" or not (cpu._is_avx512_bf16_supported() or cpu._is_amx_tile_supported()):
+        return False
+    # oneDNN capped below its bf16 ISA (ONEDNN_MAX_CPU_ISA, to run as an older CPU would) emulates bf16
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper()
+    return not cap or any(word in cap for word in ("BF16", "FP16", "AMX", "AVX10", "ALL", "DEFAULT"))
+
+
+def fast_int8(device: torch.device) -> bool:
+    """Whether ``precision: auto`` runs int8 on ``device``: a CPU whose vector
+    code PyTorch runs at AVX2 or better (so x86-64; an ``ATEN_CPU_CAPABILITY``
+    cap counts), with ONNX Runtime installed. Measured there: the fastest
+    option, with the move error of fp32 (docs/speed.md)."""
+    if device.type != "cpu" or torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        return False
+    from zeroloop.engine.nn.int8 import available
+
+    return available()
 
 
 def precision_name(precision: str, device: torch.device) -> str:
-    """``auto`` resolved for ``device`` (bf16 where native, else fp32); other
-    names checked and returned. ``fp16`` is refused on the CPU, where it has no
-    fast kernels (23x slower than fp32 on this machine's EPYC at batch 32;
-    bf16 was 1.8x faster)."""
+    """``auto`` resolved for ``device``: int8 on x86-64 CPUs (:func:`fast_int8`),
+    else bf16 where native (:func:`native_bf16`), else fp32. Other names
+    checked and returned. ``fp16`` is refused on the CPU, where it has no fast
+    kernels (23x slower than fp32 on a Zen 4 EPYC at batch 32; bf16 was 1.8x
+    faster), ``int8`` on a GPU."""
     if precision == "auto":
-        return "bf16" if native_bf16(device) else "fp32"
-    if precision not in _DTYPES:
+        return "int8" if fast_int8(device) else "bf16" if native_bf16(device) else "fp32"
+    if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
+    if precision == "int8" and device.type != "cpu":
+        raise ValueError(f"precision 'int8' runs on the CPU (ONNX Runtime), not on {device.type}; "
+                         "use 'bf16' or 'fp16' on a GPU")
     if precision == "fp16" and device.type != "cuda":
         raise ValueError("precision 'fp16' needs a CUDA device (it is ~20x slower than fp32 on the CPU); "
                          "use 'bf16' or 'fp32' there")
@@ -123,12 +144,17 @@ class NetworkEvaluator:
         self.game = game
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.precision = precision_name(precision, self.device)
-        self.dtype = _DTYPES[self.precision]
+        self.dtype = _DTYPES.get(self.precision, torch.float32)
         if self.device.type == "cuda" and self.precision == "fp32":
             ieee_fp32_on_cuda()
         # optimize=False runs the net as it is (benchmarks compare the two)
         self.net = (inference_net(net) if optimize else net).to(self.device, self.dtype).eval()
         self._pinned: torch.Tensor | None = None
+        self._int8 = None
+        if self.precision == "int8":
+            from zeroloop.engine.nn.int8 import int8_runner
+
+            self._int8 = int8_runner(game, net, inference_net(net))
 
     def __call__(self, states: Sequence[State]) -> tuple[np.ndarray, np.ndarray]:
         return self.evaluate_planes(self.game.encode(states))
@@ -148,7 +174,10 @@ class NetworkEvaluator:
 
     def evaluate_planes(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with torch.inference_mode():
-            logits, value = self.net(self._to_device(planes))
+            if self._int8 is not None:
+                logits, value = (torch.from_numpy(a) for a in self._int8(planes))
+            else:
+                logits, value = self.net(self._to_device(planes))
             priors = torch.softmax(logits.float(), dim=1)
             return priors.cpu().numpy(), value.float().cpu().numpy()
 

@@ -45,6 +45,24 @@ def cpu_flags() -> tuple[str, ...]:
     return ()
 
 
+#: Environment variables that make the CPU libraries run as an older CPU would
+#: (set before torch is imported): oneDNN, PyTorch's own kernels and fbgemm honour
+#: them; ONNX Runtime has no such cap, it always runs this CPU's best kernels.
+ISA_CAPS = {
+    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+             "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"},
+    "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512",
+               "FBGEMM_ENABLE_INSTRUCTIONS": "AVX512"},
+}
+
+
+def isa_caps() -> str:
+    """The :data:`ISA_CAPS` variables set in this process, as ``NAME=value``
+    words ('' when none is)."""
+    names = sorted({name for caps in ISA_CAPS.values() for name in caps})
+    return " ".join(f"{n}={os.environ[n]}" for n in names if os.environ.get(n))
+
+
 def cores() -> int:
     """The cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -55,7 +73,10 @@ def describe(device: str | torch.device = "cpu", precision: str = "auto") -> dic
     the GPU's name on CUDA) and ``precision`` (``precision`` resolved there)."""
     dev = resolve_device(device) if isinstance(device, str) else device
     where = dev.type if dev.type != "cuda" else f"{dev} ({torch.cuda.get_device_name(dev)})"
-    return {"cpu": cpu_model(), "cores": str(cores()), "isa": " ".join(cpu_flags()) or "unknown",
+    isa = " ".join(cpu_flags()) or "unknown"
+    if caps := isa_caps():
+        isa += f" (capped: {caps})"
+    return {"cpu": cpu_model(), "cores": str(cores()), "isa": isa,
             "device": where, "precision": precision_name(precision, dev)}
 
 

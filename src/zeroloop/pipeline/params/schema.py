@@ -235,10 +235,11 @@ class RuntimeParams(_Section):
     eval_cache: int = Field(100_000, ge=0, le=100_000_000,
                             description="positions whose network answers a self-play worker remembers "
                                         "(speed only; 0: off)")
-    precision: Literal["auto", "fp32", "bf16", "fp16"] = Field(
-        "auto", description="the network's number format at inference: auto (bf16 where the device "
-                            "computes it natively, else fp32), fp32, bf16, fp16 (CUDA only). It changes "
-                            "the answers' last bits, so the games: the stages that search list it")
+    precision: Literal["auto", "fp32", "bf16", "fp16", "int8"] = Field(
+        "auto", description="the network's number format at inference: auto (the fastest one shown as "
+                            "strong on this device, docs/speed.md), fp32, bf16, fp16 (CUDA only), int8 "
+                            "(CPU only, ONNX Runtime). It changes the answers' last bits, so the games: "
+                            "the stages that search list it")
     backend: Literal["local", "ray"] = Field(
         "local", description="where workers run: local processes or Ray tasks (the same results either way)")
     ray_address: str = Field(
@@ -288,6 +289,9 @@ class RuntimeParams(_Section):
         if self.precision == "fp16" and self.device == "cpu":
             raise ValueError("precision fp16 needs a CUDA device (about 20x slower than fp32 on the CPU); "
                              "use bf16 or fp32 with device cpu")
+        if self.precision == "int8" and self.device.startswith("cuda"):
+            raise ValueError(f"precision int8 runs on the CPU (ONNX Runtime), not on device {self.device}; "
+                             "use bf16 or fp16 there")
         return self
 
 

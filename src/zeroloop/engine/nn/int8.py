@@ -1,0 +1,184 @@
+"""The inference net in int8 on the CPU: ONNX Runtime static quantisation
+(``runtime.precision: int8``).
+
+The network's trunk (the stem and every residual block: all but a few per
+cent of its arithmetic) runs in 8-bit integers; the policy and value heads stay
+in float32. Static means the activations' scales are fixed in advance, from
+positions the model reaches in its own games (:func:`calibration_planes`), so
+a position's answer does not depend on the rest of its batch. Weights are
+quantised per output channel to 7 bits (``reduce_range``): then no sum of two
+8-bit products can overflow the 16-bit step that CPUs without VNNI (AVX2,
+AVX-512 before VNNI) take, and the integer part gives the same numbers on
+every x86 CPU.
+
+Why ONNX Runtime rather than PyTorch's own int8 (fbgemm / oneDNN): on the same
+CPU, at the self-play batch, it measured about twice as fast
+(``benchmarks/inference_options.py``, docs/speed.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import tempfile
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable
+from functools import cache
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from zeroloop.engine.games.base import Game
+from zeroloop.engine.nn.net import PolicyValueNet
+
+#: parts of the exported graph quantised (node names start with the module's path)
+TRUNK = ("/stem", "/trunk")
+
+
+@cache
+def available() -> bool:
+    """Whether ONNX Runtime and onnx (the exporter's and the quantiser's
+    format) are installed."""
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def calibration_planes(game: Game, net: PolicyValueNet, positions: int = 512, *, seed: int = 0,
+                       lanes: int = 32) -> np.ndarray:
+    """``positions`` encoded positions from games ``net`` plays against itself,
+    each move drawn from its raw policy (temperature 1), ``lanes`` games at a
+    time: the positions self-play reaches, without search. A function of the
+    net's weights and ``seed`` alone."""
+    rng = np.random.default_rng(seed)
+    net = net.eval()
+    out: list = []
+    games = [game.initial_state() for _ in range(lanes)]
+    while len(out) < positions:
+        planes = game.encode(games)
+        with torch.inference_mode():
+            logits, _ = net(torch.from_numpy(planes))
+        priors = torch.softmax(logits.float(), 1).numpy().astype(np.float64)
+        out.extend(games[:positions - len(out)])
+        for i, state in enumerate(games):
+            legal = game.legal_mask(state)
+            p = priors[i] * legal
+            p = p / p.sum() if p.sum() > 0 else legal / legal.sum()
+            nxt = game.apply(state, int(rng.choice(len(p), p=p)))
+            games[i] = nxt if game.legal_mask(nxt).any() else game.initial_state()
+    return game.encode(out)
+
+
+def export_onnx(net: torch.nn.Module, example: np.ndarray) -> bytes:
+    """``net`` (an inference net: BatchNorm folded) as an ONNX model with a
+    free batch size; inputs ``x``, outputs ``logits`` and ``value``."""
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation note
+        torch.onnx.export(net, (torch.from_numpy(example[:1]),), buf, input_names=["x"],
+                          output_names=["logits", "value"], dynamo=False,
+                          dynamic_axes={"x": {0: "b"}, "logits": {0: "b"}, "value": {0: "b"}})
+    return buf.getvalue()
+
+
+def quantize(model: bytes, planes: np.ndarray, *, batch: int = 32) -> bytes:
+    """The trunk of an exported inference net quantised to int8 (QDQ form,
+    uint8 activations, int8 weights per channel in 7 bits, MinMax scales over
+    ``planes``)."""
+    import onnx
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.chunks = iter([{"x": planes[i:i + batch]} for i in range(0, len(planes), batch)])
+
+        def get_next(self):
+            return next(self.chunks, None)
+
+    proto = onnx.load_from_string(model)
+    trunk = [n.name for n in proto.graph.node if n.name.startswith(TRUNK)]
+    if not trunk:
+        raise ValueError("no stem or trunk node in the exported network: nothing to quantise")
+    root = logging.getLogger()
+    quiet = _Quiet()  # the quantiser's advice to pre-process (shape inference), on the root logger
+    root.addFilter(quiet)
+    with tempfile.TemporaryDirectory(prefix="zeroloop-int8-") as tmp:
+        src, dst = Path(tmp, "fp32.onnx"), Path(tmp, "int8.onnx")
+        src.write_bytes(model)
+        try:
+            quantize_static(str(src), str(dst), Reader(), quant_format=QuantFormat.QDQ,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8, per_channel=True,
+                            reduce_range=True, calibrate_method=CalibrationMethod.MinMax,
+                            nodes_to_quantize=trunk)
+        finally:
+            root.removeFilter(quiet)
+        return dst.read_bytes()
+
+
+class _Quiet(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-process" not in record.getMessage()
+
+
+def session(model: bytes, threads: int = 1) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """An ONNX Runtime CPU session for ``model``: ``threads`` intra-op threads
+    (one per worker process, as torch runs), no spinning between calls. Returns
+    ``planes -> (logits [B, A], value [B])`` in float32."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = max(1, threads)
+    opts.inter_op_num_threads = 1
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.log_severity_level = 3  # errors only
+    sess = ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+
+    def run(planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        logits, value = sess.run(None, {"x": np.ascontiguousarray(planes, dtype=np.float32)})
+        return logits, value
+
+    return run
+
+
+def int8_runner(game: Game, net: PolicyValueNet, folded: torch.nn.Module, *, positions: int = 512,
+                seed: int = 0) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """:func:`session` over ``folded`` (``net``'s inference net) with its trunk
+    in int8, calibrated on :func:`calibration_planes` of ``net``."""
+    if not available():
+        raise ValueError("precision 'int8' needs onnxruntime and onnx: pip install onnx onnxruntime "
+                         "(make setup installs them)")
+    key = _weights_key(folded, game.name, positions, seed)
+    model = _QUANTISED.get(key)
+    if model is None:
+        planes = calibration_planes(game, folded, positions, seed=seed)
+        model = quantize(export_onnx(folded, planes), planes)
+        _QUANTISED[key] = model
+        while len(_QUANTISED) > 8:
+            _QUANTISED.popitem(last=False)
+    _QUANTISED.move_to_end(key)
+    return session(model, torch.get_num_threads())
+
+
+#: quantised models this process made, by :func:`_weights_key` (an arena's
+#: players and a stage's later evaluators of the same net reuse them)
+_QUANTISED: OrderedDict[str, bytes] = OrderedDict()
+
+
+def _weights_key(net: torch.nn.Module, *parts) -> str:
+    h = hashlib.sha256(repr(parts).encode())
+    for name, tensor in net.state_dict().items():
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
