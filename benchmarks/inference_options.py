@@ -40,8 +40,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import os
-import sys
 import time
 import warnings
 from collections.abc import Callable
@@ -101,6 +99,14 @@ def fx_int8(net: nn.Module, calibration: np.ndarray) -> Infer:
     return torch_infer(convert_fx(prepared))
 
 
+def compiled(net: nn.Module) -> nn.Module:
+    """``torch.compile`` (inductor) of ``net`` for fixed shapes, from a clean
+    cache: the two compiled options share the forward's code, and the second
+    would otherwise hit dynamo's recompile limit and run eagerly."""
+    torch._dynamo.reset()
+    return torch.compile(net, dynamic=False)
+
+
 def precision_infer(net: nn.Module, precision: str) -> Infer:
     """The net as ``runtime.precision: <precision>`` runs it in self-play."""
     from zeroloop.engine.games import make_game
@@ -124,9 +130,9 @@ def options(net: nn.Module, example: np.ndarray, calibration: np.ndarray) -> dic
         "BN folded + int8 linear": lambda: torch_infer(torch.ao.quantization.quantize_dynamic(
             folded(), {nn.Linear}, dtype=torch.qint8)),
         "BN folded + int8 static x86": lambda: fx_int8(folded(), calibration),
-        "BN folded + torch.compile": lambda: torch_infer(torch.compile(folded(), dynamic=False)),
+        "BN folded + torch.compile": lambda: torch_infer(compiled(folded())),
         "BN folded + cl + compile": lambda: torch_infer(
-            torch.compile(folded().to(memory_format=torch.channels_last), dynamic=False), channels_last=True),
+            compiled(folded().to(memory_format=torch.channels_last)), channels_last=True),
         "BN folded + ONNX Runtime": lambda: onnx_infer(folded(), example),
         "BN folded + ORT int8 trunk": lambda: precision_infer(net, "int8"),
     }
@@ -185,7 +191,7 @@ def search_errors(net: nn.Module, game, per_group: int, sims: int) -> None:
 
 
 def main() -> None:
-    from zeroloop.engine.nn.machine import ISA_CAPS
+    from zeroloop.engine.nn.machine import ISA_CAPS, run_as
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="", help="model file (default: the shipped Connect Four model)")
@@ -199,9 +205,7 @@ def main() -> None:
     ap.add_argument("--isa", default="native", choices=["native", *ISA_CAPS],
                     help="run as a CPU with at most this ISA would (see the module's doc)")
     a = ap.parse_args()
-    if a.isa != "native" and any(os.environ.get(k) != v for k, v in ISA_CAPS[a.isa].items()):
-        # the caps are read when the libraries load: start again with them set
-        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **ISA_CAPS[a.isa]})
+    run_as(a.isa)
 
     from zeroloop.engine.games import random_line
     from zeroloop.engine.nn import inference_net

@@ -22,7 +22,7 @@ positions/s, the ratio, positions per network call, simulations per network
 row, the cache's hit rate and the time split (network / tree / game rules).
 
     python benchmarks/selfplay_throughput.py [--workers 2] [--games 64] [--sims 64] [--model PATH|random]
-        [--device cpu|cuda] [--precision auto|fp32|bf16|fp16|int8]
+        [--device cpu|cuda] [--precision auto|fp32|bf16|fp16|int8] [--isa native|avx2|avx512]
 
 ``make bench`` runs it with the defaults (the shipped Connect Four model, 64
 simulations, temperature 1 for 8 moves, as the default run plays);
@@ -131,6 +131,7 @@ def _rate(results: list[dict], key: str) -> float:
 
 def main() -> None:
     from zeroloop.engine.nn import NetConfig
+    from zeroloop.engine.nn.machine import ISA_CAPS, run_as
     from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
     from zeroloop.pipeline.runtime.workers import ProcessPool, default_workers
 
@@ -156,7 +157,11 @@ def main() -> None:
                    help="after and network only: the inference net's number format (default auto: what "
                         "runtime.precision: auto picks on this machine; fp16: CUDA only; int8: CPU only); "
                         "anything but fp32 is also measured against fp32 in the same run")
+    p.add_argument("--isa", default="native", choices=["native", *ISA_CAPS],
+                   help="run as a CPU with at most this ISA would: oneDNN, PyTorch's kernels and fbgemm "
+                        "are capped, ONNX Runtime (int8) is not (docs/speed.md)")
     a = p.parse_args()
+    run_as(a.isa)
     from zeroloop.engine.nn import resolve_device
     from zeroloop.engine.nn.inference import precision_name
 

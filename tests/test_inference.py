@@ -150,3 +150,31 @@ def test_a_onednn_cap_below_bf16_makes_bf16_not_native(monkeypatch):
     assert not native_bf16(torch.device("cpu"))
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
     assert native_bf16(torch.device("cpu"))
+
+
+@pytest.mark.parametrize("trained", [True, False])
+def test_int8_quantises_every_trunk_convolution(trained):
+    """Every convolution of the stem and the trunk reads int8 inputs, weights
+    and int32 biases (each through a DequantizeLinear node); the heads'
+    weights stay float32. Also for an untrained net, whose all-zero folded biases the exporter
+    shares between convolutions."""
+    import onnx
+
+    from zeroloop.engine.nn import inference_net
+    from zeroloop.engine.nn.int8 import calibration_planes, export_onnx, quantize
+
+    game, net = _net("connect4")
+    if not trained:
+        net = PolicyValueNet.for_game(game, NetConfig(blocks=2, channels=16, value_hidden=16)).eval()
+    folded = inference_net(net)
+    planes = calibration_planes(game, folded, 64)
+    graph = onnx.load_from_string(quantize(export_onnx(folded, planes), planes)).graph
+    made_by = {out: node.op_type for node in graph.node for out in node.output}
+    convs = [n for n in graph.node if n.op_type == "Conv"]
+    trunk = [n for n in convs if n.name.startswith(("/stem", "/trunk"))]
+    assert len(trunk) == 1 + 2 * net.config.blocks
+    for conv in trunk:
+        assert [made_by.get(x) for x in conv.input] == ["DequantizeLinear"] * 3, conv.name
+    for conv in convs:
+        if conv not in trunk:
+            assert made_by.get(conv.input[1]) is None, conv.name  # an initializer: float weights

@@ -91,6 +91,7 @@ def test_a_training_rerun_replaces_its_loss_curves(stages):
     assert "selfplay/games" in gens[0].data.metrics
     # where self-play ran is a tag of the generation's run, the rerun's new run too
     assert {k: gens[0].data.tags.get(f"selfplay.{k}") for k in here} == here
+    assert gens[0].data.params["runtime.precision_resolved"] == here["precision"]
 
 
 def test_temporary_dvc_experiments_log_to_the_repository_store(tmp_path, monkeypatch):

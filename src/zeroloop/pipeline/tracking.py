@@ -212,6 +212,10 @@ def open_experiment(client, name: str) -> str:
     return exp.experiment_id
 
 
+#: the generation run's param: the precision its self-play ran in (``runtime.precision`` resolved)
+RESOLVED = "runtime.precision_resolved"
+
+
 def source_tags() -> dict[str, str]:
     """Where the code came from, as the MLflow UI's Source and Version columns read it.
 
@@ -316,6 +320,7 @@ class Tracker:
         stages = GENERATION_STAGES[:GENERATION_STAGES.index(upto) + 1] if upto else GENERATION_STAGES
         missing: dict[str, float] = {}
         tags: dict[str, str] = {}
+        params: dict[str, str] = {}
         for stage in stages:
             path = layout.report(gen, STAGE_REPORTS[stage])
             if path.exists():
@@ -325,7 +330,11 @@ class Tracker:
                 where = report.get("machine") if isinstance(report.get("machine"), dict) else {}
                 tags.update({f"{stage}.{k}": str(v) for k, v in where.items()
                              if data.tags.get(f"{stage}.{k}") != str(v)})
-        log_batch(self.client, run_id, metrics=missing, tags=tags)
+                if stage == "selfplay" and where.get("precision") and RESOLVED not in data.params:
+                    # what runtime.precision (auto) was on the machine that played the games; a param is
+                    # written once, the tags above follow a rerun elsewhere
+                    params[RESOLVED] = where["precision"]
+        log_batch(self.client, run_id, metrics=missing, params=params, tags=tags)
 
     def fresh_generation_run(self, gen: int, layout: Layout, stage: str) -> None:
         """A rerun of ``stage`` whose step-wise metrics (Lightning's curves) are

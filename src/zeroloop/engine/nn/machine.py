@@ -63,6 +63,18 @@ def isa_caps() -> str:
     return " ".join(f"{n}={os.environ[n]}" for n in names if os.environ.get(n))
 
 
+def run_as(isa: str) -> None:
+    """Make this process run as a CPU with at most ``isa`` (a key of
+    :data:`ISA_CAPS`, or ``native``) would: when the caps are not yet set,
+    start the same command again with them (the libraries read them as they
+    load), so call it before anything uses torch."""
+    import sys
+
+    if isa == "native" or all(os.environ.get(k) == v for k, v in ISA_CAPS[isa].items()):
+        return
+    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **ISA_CAPS[isa]})
+
+
 def cores() -> int:
     """The cores this process may run on."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
