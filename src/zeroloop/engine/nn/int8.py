@@ -176,10 +176,10 @@ def session(model: bytes, threads: int = 1) -> Callable[[np.ndarray], tuple[np.n
     return run
 
 
-def int8_runner(game: Game, net: PolicyValueNet, folded: torch.nn.Module, *, positions: int = 512,
+def int8_runner(game: Game, folded: torch.nn.Module, *, positions: int = 512,
                 seed: int = 0) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    """:func:`session` over ``folded`` (``net``'s inference net) with its trunk
-    in int8, calibrated on :func:`calibration_planes` of ``net``."""
+    """:func:`session` over ``folded`` (an inference net: BatchNorm folded)
+    with its trunk in int8, calibrated on :func:`calibration_planes` of it."""
     if not available():
         raise ValueError("precision 'int8' needs onnxruntime and onnx: pip install onnx onnxruntime "
                          "(make setup installs them)")
