@@ -39,7 +39,6 @@ this CPU's own (the output says so).
 from __future__ import annotations
 
 import argparse
-import io
 import time
 import warnings
 from collections.abc import Callable
@@ -65,19 +64,14 @@ def torch_infer(net: nn.Module, *, channels_last: bool = False, bf16: bool = Fal
 
 
 def onnx_infer(net: nn.Module, example: np.ndarray) -> Infer:
-    import onnxruntime as ort
+    """The net in ONNX Runtime fp32, exported and run as ``runtime.precision:
+    int8`` runs its quantised form (one thread, no spinning)."""
+    from zeroloop.engine.nn.int8 import export_onnx, session
 
-    buf = io.BytesIO()
-    torch.onnx.export(net, (torch.from_numpy(example),), buf, input_names=["x"],
-                      output_names=["logits", "value"], dynamo=False,
-                      dynamic_axes={"x": {0: "b"}, "logits": {0: "b"}, "value": {0: "b"}})
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = opts.inter_op_num_threads = 1
-    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    sess = ort.InferenceSession(buf.getvalue(), opts, providers=["CPUExecutionProvider"])
+    run_session = session(export_onnx(net, example))
 
     def run(planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        logits, value = sess.run(None, {"x": planes})
+        logits, value = run_session(planes)
         e = np.exp(logits - logits.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True), value
 

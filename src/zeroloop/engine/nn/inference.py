@@ -154,7 +154,7 @@ class NetworkEvaluator:
         if self.precision == "int8":
             from zeroloop.engine.nn.int8 import int8_runner
 
-            self._int8 = int8_runner(game, inference_net(net))
+            self._int8 = int8_runner(game, self.net if optimize else inference_net(net))
 
     def __call__(self, states: Sequence[State]) -> tuple[np.ndarray, np.ndarray]:
         return self.evaluate_planes(self.game.encode(states))
