@@ -30,6 +30,9 @@ SMOKE = {
         ["--workers", "1", "--games", "2", "--sims", "4", "--shard-games", "1", "--in-flight", "2",
          "--model", "random", "--rounds", "1"],
         ["local processes", "ray tasks", "ratio ray / local", "same games on both backends: yes"]),
+    "rollout_uct.py": (
+        ["--games", "2", "--playouts", "20", "--sims", "4"],
+        ["generic playouts", "fast playouts", "speed-up of the match", "same games both ways: yes"]),
     "gate_simulation.py": (
         ["--matches", "20", "--elo", "0", "70"],
         ["chance of promotion / mean games played", "| fixed 40 games |", "| SPRT width"]),

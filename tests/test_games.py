@@ -486,6 +486,27 @@ def test_has_line_matches_reference_on_random_boards(name):
             assert game.has_line(board) == expected, cells.reshape(game.rows, game.cols)
 
 
+@pytest.mark.parametrize("name", [*K_IN_A_ROW, "gomoku-5x7-4"])
+def test_fast_random_playout_plays_the_generic_rollouts_games(name):
+    """The k-in-a-row games' ``random_playout`` (rollout UCT's and rollout_mix's
+    hot loop) gives the result of the rollout through ``legal_mask``/``apply``
+    from every position of the seeded games, drawing the same numbers: the
+    generator is in the same state afterwards, so UCT's games do not change."""
+    from zeroloop.engine.search.rollout import generic_rollout, random_rollout
+
+    game = game_of(name)
+    states = [s for seed in range(4) for s in random_playout(game, 100 + seed)[1]]
+    results = set()
+    for i, s in enumerate(states):
+        fast_rng, slow_rng = np.random.default_rng(i), np.random.default_rng(i)
+        fast = [random_rollout(game, s, fast_rng) for _ in range(3)]
+        slow = [generic_rollout(game, s, slow_rng) for _ in range(3)]
+        assert fast == slow, (game.format_moves([]), s)
+        assert fast_rng.integers(1 << 62) == slow_rng.integers(1 << 62)
+        results.update(fast)
+    assert results == {-1.0, 0.0, 1.0} if name == "tictactoe" else results >= {-1.0, 1.0}
+
+
 # -- Connect Four ---------------------------------------------------------------
 
 

@@ -24,7 +24,7 @@ TINY = {
     "train": {"epochs": 1, "batch_size": 16, "replay_generations": 2},
     "gate": {"games": 4, "simulations": 8, "opening_plies": 1},
     "evaluate": {"games": 4, "simulations": 8, "opening_plies": 1, "uct_playouts": 10,
-                 "positions_per_group": 5},
+                 "positions_per_group": 5, "test_positions_per_group": 6},
     "generations": {"1": {"prev": 0}, "2": {"prev": 1}},
     "runtime": {"workers": 2},
     "mlflow": {"experiment": "e2e"},
@@ -79,6 +79,20 @@ def test_dvc_repro_end_to_end(repo):
     metrics = json.loads((repo / "reports/metrics.json").read_text())
     assert metrics["generations"] == 2 and 0 <= metrics["vs_random"] <= 1
     assert metrics["solver_positions"] == 5
+    # the held-out test set: its own positions, none a validation one, measured on the champion only
+    assert metrics["test"]["positions"] == 6 and 0 <= metrics["test"]["search_error"] <= 1
+    test_report = json.loads((repo / "reports/test.json").read_text())
+    assert test_report["set"] == "test" and test_report["solver"]["positions"] == 6
+    val_moves = json.loads((repo / "data/positions.json").read_text())["moves"]
+    test_moves = json.loads((repo / "data/test_positions.json").read_text())["moves"]
+    assert len(test_moves) == 6 and not {tuple(m) for m in val_moves} & {tuple(m) for m in test_moves}
+    errors = subprocess.run([str(Path(sys.executable).parent / "zeroloop"), "errors", "champion", "--set",
+                             "both", "--json"], cwd=repo, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert errors.returncode == 0, errors.stderr
+    lines = [json.loads(line) for line in errors.stdout.splitlines()]
+    assert [(x["set"], x["positions"]) for x in lines] == [("validation", 5), ("test", 6)]
+    assert lines[1]["search_error_rate"] == metrics["test"]["search_error"]  # what the report measured
     # Elo anchored on the rollout-UCT baseline, which the games inform; time of training recorded
     assert metrics["elo_anchor"] == "uct10" and metrics["training_minutes"] > 0
     with open(repo / "reports/plots/generations.csv") as f:
@@ -125,6 +139,7 @@ def test_dvc_repro_end_to_end(repo):
         logged = set(run.data.metrics)
         assert {"selfplay/games", "gate/score", "eval/vs_random_score", "train/samples"} <= logged
         assert "train/loss_epoch" in logged  # Lightning's MLFlowLogger wrote into this run
+    assert parent.data.metrics["test/search_error"] == metrics["test"]["search_error"]
     history = client.get_metric_history(parent.info.run_id, "vs_random")
     assert sorted(m.step for m in history) == [1, 2]
     version = client.get_model_version_by_alias("zeroloop-tictactoe", "champion")
@@ -136,6 +151,7 @@ def test_dvc_repro_end_to_end(repo):
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     rows = [line for line in out.stdout.splitlines() if line.startswith("| ")][1:]
+    assert "| test search % [95%] | test raw % [95%] |" in out.stdout
     assert rows[0].startswith("| workspace | (baseline) |")
     assert rows[1].startswith("| cpuct2 | mcts.c_puct=2.0 |")
     exp_id = exp.experiment_id

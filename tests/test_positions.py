@@ -125,6 +125,37 @@ def test_evaluation_reports_raw_and_searched_error_per_group(tmp_path):
     assert sum(g["decisive"] for g in out["groups"].values()) == out["decisive"] == int(decisive(ps).sum())
 
 
+@pytest.mark.parametrize("game_name,per_group,groups", [("connect4", 4, 6), ("tictactoe", 40, 1)])
+def test_held_out_test_set_never_repeats_a_validation_position(tmp_path, game_name, per_group, groups):
+    """The test set (its own count and seed) shares no position with the
+    validation set, even where both are drawn from the same few opening plies
+    (begin-easy) or from a game as small as tic-tac-toe; it depends on its
+    seed, not on the run's."""
+    from zeroloop.engine.games import make_game
+    from zeroloop.engine.positions import position_keys
+    from zeroloop.pipeline.data.layout import Layout
+    from zeroloop.pipeline.evaluation import positions_step
+    from zeroloop.pipeline.params import parse_params
+
+    game = make_game(game_name)
+    ev = {"positions_per_group": per_group, "test_positions_per_group": per_group,
+          "positions_seed": 5, "test_positions_seed": 5}  # one seed for both: only the exclusion parts them
+    p = parse_params({"game": game_name, "evaluate": ev})
+    layout = Layout(tmp_path)
+    val = positions_step(p, layout)
+    test = positions_step(p, layout, test=True)
+    assert layout.test_positions.is_file() and len(test.moves) == len(val.moves) == per_group * groups
+    assert not position_keys(game, val) & position_keys(game, test)
+    assert len(position_keys(game, test)) == len(test.moves)  # distinct
+    again = positions_step(p.model_copy(update={"seed": 9}), Layout(tmp_path / "b"), test=False)
+    assert again.moves == val.moves
+    reseeded = positions_step(p.model_copy(update={"seed": 9}), Layout(tmp_path / "b"), test=True)
+    assert reseeded.moves == test.moves
+    none = p.evaluate.model_copy(update={"test_positions_per_group": 0})
+    off = positions_step(p.model_copy(update={"evaluate": none}), Layout(tmp_path / "c"), test=True)
+    assert off.moves == [] and "disabled" in (tmp_path / "c" / "data" / "test_positions.json").read_text()
+
+
 def test_wilson_interval_by_hand():
     from zeroloop.engine.positions import ErrorRate
 

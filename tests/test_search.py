@@ -239,6 +239,36 @@ def test_playout_cap_records_full_searches_only():
     assert all(r.full.all() for r in every)
 
 
+def test_random_opening_plies_start_games_off_the_start_and_are_not_trained_on():
+    from zeroloop.engine.nn import uniform_evaluator
+    from zeroloop.engine.search import MoveSchedule, SearchStats
+    from zeroloop.engine.selfplay import play_selfplay_games, records_to_arrays
+
+    game = make_game("connect4")
+    seeds = [np.random.SeedSequence([7, k]) for k in range(40)]
+    cfg, sched = SearchConfig(simulations=8), MoveSchedule(temperature=1.0, temperature_moves=42)
+    plain = play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=8)
+    stats = SearchStats()
+    opened = play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=8, stats=stats,
+                                 opening_plies=4)
+    random_plies = []
+    for r in opened:
+        k = int(np.argmax(r.full))  # the random plies come first, then every move is a search
+        assert not r.full[:k].any() and r.full[k:].all()
+        random_plies.append(k)
+        assert game.play(r.actions).outcome is not None and len(r.policies) == len(r.actions)
+        np.testing.assert_allclose(r.policies.sum(axis=1), 1.0, rtol=1e-5)
+    assert set(random_plies) == {0, 1, 2, 3, 4}  # 0..k, each seen in 40 games
+    assert stats.simulations == 8 * sum(int(r.full.sum()) for r in opened)  # the random plies cost no search
+    np.testing.assert_array_equal(records_to_arrays(game, opened)["full"],
+                                  np.concatenate([r.full for r in opened]))
+    # 0 opening plies: the very games of a run without the setting (same draws)
+    again = play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=8,
+                                opening_plies=0)
+    assert [r.actions for r in again] == [r.actions for r in plain]
+    assert [r.actions for r in opened] != [r.actions for r in plain]
+
+
 def test_training_reads_only_the_full_searches(tmp_path):
     from zeroloop.engine.nn import uniform_evaluator
     from zeroloop.engine.search import MoveSchedule

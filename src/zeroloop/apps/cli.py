@@ -148,8 +148,18 @@ def cmd_experiments(args: argparse.Namespace) -> int:
         print(f"zeroloop experiments: no run named {args.baseline!r} (runs: "
               f"{', '.join(r.name for r in runs) or 'none'})", file=sys.stderr)
         return 2
-    print(table(runs, base))
+    print(table(runs, base, groups_from=args.groups))
     return 0
+
+
+def cmd_errors(args: argparse.Namespace) -> int:
+    from zeroloop.apps.errors import measure
+
+    try:
+        return measure(args.models, args.set, args.params, args.root, args.sims, args.json)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"zeroloop errors: {exc}", file=sys.stderr)
+        return 2
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -279,7 +289,29 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--repo", default=".", help="the DVC project (default .)")
     ex.add_argument("--baseline", default=None,
                     help="the run the others are compared with (default: the first, the commit's own)")
+    ex.add_argument("--groups", choices=["validation", "test"], default="validation",
+                    help="which position set's per-group errors to show (default validation; the overall "
+                         "errors of both sets are always shown)")
     ex.set_defaults(func=cmd_experiments)
+
+    er = sub.add_parser(
+        "errors", help="move error of model files against perfect play, on the run's position sets",
+        description="The share of positions where a model's move is a mistake against perfect play, "
+                    "for its raw policy and for its search (evaluate.simulations, mcts settings, "
+                    "runtime.precision of --params), overall with its 95%% interval and per Pons "
+                    "group, on the pipeline's validation positions (data/positions.json), its held-out "
+                    "test positions (data/test_positions.json) or both. The sets are the ones "
+                    "`dvc repro` made (`dvc repro positions test_positions` makes only them).",
+        epilog="Models: files, or ids as `zeroloop play` takes them (champion, genN, genN-candidate, "
+               "shipped).")
+    er.add_argument("models", nargs="+", help="model files or ids")
+    er.add_argument("--set", choices=["validation", "test", "both"], default="test",
+                    help="position set (default test: the held-out one)")
+    er.add_argument("--sims", type=int, default=None, help="simulations (default evaluate.simulations)")
+    er.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
+    er.add_argument("--root", default=".", help="project directory with data/ and models/ (default .)")
+    er.add_argument("--json", action="store_true", help="one JSON line per model and set instead of tables")
+    er.set_defaults(func=cmd_errors)
     return p
 
 

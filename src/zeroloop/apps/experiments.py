@@ -88,25 +88,41 @@ def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.1f}"
 
 
-def table(runs: list[Run], baseline: Run | None = None) -> str:
-    """A markdown table of ``runs`` against ``baseline`` (default: the first run)."""
+def _with_ci(value: float | None, ci: list[float] | None) -> str:
+    return _pct(value) + (f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "")
+
+
+def table(runs: list[Run], baseline: Run | None = None, groups_from: str = "validation") -> str:
+    """A markdown table of ``runs`` against ``baseline`` (default: the first
+    run): the validation set's errors, the held-out test set's (runs whose
+    report has one), and per group those of ``groups_from`` (``validation``
+    or ``test``)."""
     if not runs:
         return "no experiment with reports/metrics.json"
     base = baseline or runs[0]
-    groups = list(base.metrics.get("groups", {}))
+    per_group = (lambda m: m.get("test", {}).get("groups", {})) if groups_from == "test" else \
+        (lambda m: m.get("groups", {}))
+    groups = list(per_group(base.metrics)) or next((list(per_group(r.metrics)) for r in runs
+                                                     if per_group(r.metrics)), [])
+    has_test = any("test" in r.metrics for r in runs)
     head = ["run", "changes", "training min", "Elo (UCT = 0)", "search error % [95%]",
             "raw policy error % [95%]"]
-    head += [f"{g} search / raw" for g in groups]
+    if has_test:
+        head += ["test search % [95%]", "test raw % [95%]"]
+    head += [f"{'test ' if groups_from == 'test' else ''}{g} search / raw" for g in groups]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in runs:
         m = r.metrics
-        s_ci, p_ci = m.get("search_error_ci95"), m.get("policy_error_ci95")
         cells = [r.name, changes(r, base), f"{m.get('training_minutes', float('nan')):.1f}",
                  f"{m.get('elo', float('nan')):.0f} ± {1.96 * m.get('elo_se', float('nan')):.0f}",
-                 _pct(m.get("solver_error")) + (f" [{_pct(s_ci[0])}, {_pct(s_ci[1])}]" if s_ci else ""),
-                 _pct(m.get("policy_error")) + (f" [{_pct(p_ci[0])}, {_pct(p_ci[1])}]" if p_ci else "")]
+                 _with_ci(m.get("solver_error"), m.get("search_error_ci95")),
+                 _with_ci(m.get("policy_error"), m.get("policy_error_ci95"))]
+        if has_test:
+            t = m.get("test", {})
+            cells += [_with_ci(t.get("search_error"), t.get("search_error_ci95")),
+                      _with_ci(t.get("policy_error"), t.get("policy_error_ci95"))]
         for g in groups:
-            v = m.get("groups", {}).get(g, {})
+            v = per_group(m).get(g, {})
             cells.append(f"{_pct(v.get('search_error'))} / {_pct(v.get('policy_error'))}")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)

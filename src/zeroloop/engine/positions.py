@@ -113,9 +113,16 @@ class PositionSet:
         return cls(data["game"], [list(m) for m in data["moves"]], labels, list(data.get("groups", [])))
 
 
+def position_keys(game: Game, positions: PositionSet) -> set[tuple[int, int]]:
+    """The positions of a set as ``(me, opp)`` bitboards, for keeping another set apart from it."""
+    return {(s.me, s.opp) for s in positions.states(game)}
+
+
 def make_position_set(game: Game, count: int, rng: np.random.Generator,
-                      scorer: Callable[[State], dict[int, int]], max_tries: int = 50) -> PositionSet:
-    """``count`` distinct positions from random play where the move choice matters."""
+                      scorer: Callable[[State], dict[int, int]], max_tries: int = 50,
+                      exclude: set[tuple[int, int]] = frozenset()) -> PositionSet:
+    """``count`` distinct positions from random play where the move choice matters,
+    none of them in ``exclude`` (``(me, opp)`` keys, :func:`position_keys`)."""
     seen: set[tuple[int, int, int]] = set()
     moves_out, labels_out = [], []
     tries = 0
@@ -123,7 +130,7 @@ def make_position_set(game: Game, count: int, rng: np.random.Generator,
         tries += 1
         s, seq = random_line(game, int(rng.integers(0, game.max_moves)), rng)
         key = (s.me, s.opp, s.ply)
-        if key in seen:
+        if key in seen or key[:2] in exclude:
             continue
         seen.add(key)
         row = _label_row(game, scorer(s))
@@ -144,18 +151,20 @@ def _label_row(game: Game, scores: dict[int, int]) -> np.ndarray:
 
 
 def make_connect4_benchmark(game: Game, per_group: int, rng: np.random.Generator,
-                            scorer: Callable[[State], dict[int, int]], max_tries: int = 400) -> PositionSet:
+                            scorer: Callable[[State], dict[int, int]], max_tries: int = 400,
+                            exclude: set[tuple[int, int]] = frozenset()) -> PositionSet:
     """``per_group`` distinct positions from random play in each of Pons' six
     groups, grouped by the stones on the board and the moves left under
     perfect play (from ``scorer``'s Pons-convention scores). The number of
     stones is drawn uniformly over the groups that still need positions; a
     RuntimeError names the groups left short after ``per_group * max_tries``
-    tries (it does not happen at the sizes used here)."""
+    tries (it does not happen at the sizes used here). Positions in ``exclude``
+    (``(me, opp)`` keys, :func:`position_keys`) are never drawn."""
     if game.name != "connect4":
         raise ValueError(f"Pons' benchmark groups are for connect4, not {game.name}")
     need = dict.fromkeys(PONS_GROUP_NAMES, per_group)
     spans = {name: stones for name, _, stones, _ in PONS_GROUPS}
-    seen: set[tuple[int, int]] = set()
+    seen: set[tuple[int, int]] = set(exclude)
     rows: dict[str, list[tuple[list[int], np.ndarray]]] = {name: [] for name in PONS_GROUP_NAMES}
     for _ in range(per_group * max_tries):
         open_groups = [g for g, n in need.items() if n]

@@ -71,7 +71,8 @@ class _Running:
 def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, schedule: MoveSchedule,
                         seeds: Sequence[np.random.SeedSequence], *, in_flight: int = 64,
                         on_game: Callable[[int, GameRecord], None] | None = None,
-                        stats: SearchStats | None = None, cap: PlayoutCap | None = None) -> list[GameRecord]:
+                        stats: SearchStats | None = None, cap: PlayoutCap | None = None,
+                        opening_plies: int = 0) -> list[GameRecord]:
     """Play one game of the evaluator against itself per seed; the records
     come back in the order of ``seeds``.
 
@@ -85,6 +86,13 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
     ``on_game(i, record)`` follows each finished game. With a playout ``cap``
     each game draws, per move and from its own generator, whether the move is
     a full or a fast search.
+
+    With ``opening_plies`` k > 0 a game first plays a number of uniformly
+    random legal moves drawn uniformly from 0..k (never one that ends the
+    game), from its own generator, then searches from there: games start from
+    varied positions like the random-play positions the solver's test sets are
+    made of. The random moves are kept in the record (so it replays from the
+    start) as fast moves (``full`` false): played, not trained on.
     """
     if not seeds:
         return []
@@ -99,8 +107,21 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
         if i is None:
             return
         rng = np.random.default_rng(seeds[i])
-        mcts.set_root(slot, game.initial_state(), rng=rng)
-        running[slot] = _Running(i, rng)
+        rec = _Running(i, rng)
+        state = game.initial_state()
+        for _ in range(int(rng.integers(opening_plies + 1)) if opening_plies else 0):
+            legal = np.flatnonzero(game.legal_mask(state))
+            action = int(legal[rng.integers(len(legal))])
+            after = game.apply(state, action)
+            if after.outcome is not None:
+                break
+            rec.actions.append(action)
+            rec.policies.append(np.where(game.legal_mask(state), np.float32(1 / len(legal)), np.float32(0)))
+            rec.values.append(0.0)
+            rec.full.append(False)
+            state = after
+        mcts.set_root(slot, state, rng=rng)
+        running[slot] = rec
 
     for slot in range(slots):
         start(slot)

@@ -4,6 +4,7 @@ the raw policy and of the search, and matches against fixed baselines."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -15,6 +16,7 @@ from zeroloop.engine.positions import (
     make_connect4_benchmark,
     make_position_set,
     move_errors,
+    position_keys,
 )
 from zeroloop.pipeline.data.layout import Layout, derive_seed
 from zeroloop.pipeline.data.storage import load_model, read_json, write_json
@@ -23,28 +25,41 @@ from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.runtime.process import machine
 
 
-def positions_step(p: Params, layout: Layout) -> PositionSet:
-    """Test positions labelled by a perfect player, ``evaluate.positions_per_group``
-    per group, drawn with ``evaluate.positions_seed`` (not the run's seed, so
-    that runs of several seeds are compared on the same positions): Connect
-    Four (with the ``solver`` extra) in Pons' six benchmark
-    groups, tic-tac-toe in one group of positions where the choice matters. An
-    empty set, with a note saying why, where no perfect player exists or the
-    count is 0."""
+def positions_step(p: Params, layout: Layout, *, test: bool = False) -> PositionSet:
+    """Positions labelled by a perfect player: Connect Four (with the ``solver``
+    extra) in Pons' six benchmark groups, tic-tac-toe in one group of positions
+    where the choice matters. An empty set, with a note saying why, where no
+    perfect player exists or the count is 0.
+
+    The validation set (``test`` false): ``evaluate.positions_per_group`` a
+    group, drawn with ``evaluate.positions_seed`` (not the run's seed, so runs
+    of every seed are measured on the same positions); every generation is
+    measured on it, and ablations and tuning choose on it. The held-out test
+    set (``test`` true): ``evaluate.test_positions_per_group`` a group, drawn
+    with ``evaluate.test_positions_seed`` and never one of the validation
+    set's positions (read from ``layout.positions``); only the champion is
+    measured on it, for the tables that report a run."""
     game = p.make_game()
     scorer = perfect_scorer(game)
-    n = p.evaluate.positions_per_group
+    e = p.evaluate
+    n = e.test_positions_per_group if test else e.positions_per_group
+    out = layout.test_positions if test else layout.positions
     if scorer is None or n == 0:
         why = "disabled" if scorer is not None else f"no perfect player for {game.name} here"
         empty = PositionSet(game.name, [], np.zeros((0, game.num_actions), np.int8))
-        write_json(layout.positions, dict(empty.to_json(), note=why))
+        write_json(out, dict(empty.to_json(), note=why))
         return empty
-    rng = np.random.default_rng(derive_seed(p.evaluate.positions_seed, "positions"))
-    if game.name == "connect4":
-        ps = make_connect4_benchmark(game, n, rng, scorer)
+    exclude: set[tuple[int, int]] = set()
+    if test:
+        exclude = position_keys(game, PositionSet.from_json(read_json(layout.positions)))
+        rng = np.random.default_rng(derive_seed(e.test_positions_seed, "test_positions"))
     else:
-        ps = make_position_set(game, n, rng, scorer)
-    write_json(layout.positions, ps.to_json())
+        rng = np.random.default_rng(derive_seed(e.positions_seed, "positions"))
+    if game.name == "connect4":
+        ps = make_connect4_benchmark(game, n, rng, scorer, exclude=exclude)
+    else:
+        ps = make_position_set(game, n, rng, scorer, exclude=exclude)
+    write_json(out, ps.to_json())
     return ps
 
 
@@ -129,4 +144,25 @@ def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True)
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     result["machine"] = machine(p.runtime.device, p.runtime.precision)
     write_json(layout.report(gen, "eval"), result)
+    return result
+
+
+def test_step(p: Params, layout: Layout, model: str | Path) -> dict:
+    """The move error of ``model`` (the champion) on the held-out test
+    positions: raw policy and search at ``evaluate.simulations``, overall and
+    per group, written to ``layout.test_report``; a note instead where the set
+    is empty."""
+    game = p.make_game()
+    positions = PositionSet.from_json(data := read_json(layout.test_positions))
+    _, _, meta = load_model(model, game)
+    result: dict = {"set": "test", "positions_seed": p.evaluate.test_positions_seed,
+                    "model": f"gen{meta.get('origin', p.last_generation)}"}
+    t0 = time.perf_counter()
+    if positions.moves:
+        result["solver"] = solver_errors(p, str(model), positions)
+    else:
+        result["note"] = f"no held-out test positions ({data.get('note', 'an empty set')})"
+    result["wall_s"] = round(time.perf_counter() - t0, 1)
+    result["machine"] = machine(p.runtime.device, p.runtime.precision)
+    write_json(layout.test_report, result)
     return result

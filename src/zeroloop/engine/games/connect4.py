@@ -51,6 +51,22 @@ class ConnectFour(DigitNotation, KInARowGame):
         bit = self.cell_bits[self._column_cells[action][h]]
         return self._place(state, action, bit)
 
+    def _playout_moves(self, full: int) -> tuple[list[int], list[int]]:
+        """Open columns in order, and the next free cell's bit of each column."""
+        cols = [c for c in range(self.cols) if not full & self._top_bits[c]]
+        nxt = [self.cell_bits[self._column_cells[c][(full & self._column_mask[c]).bit_count()]]
+               if c in cols else 0 for c in range(self.cols)]
+        return cols, nxt
+
+    def _playout_take(self, moves: list[int], bits: list[int], i: int) -> int:
+        c = moves[i]
+        bit = bits[c]
+        if bit == self._top_bits[c]:
+            moves.pop(i)  # the column is full now
+        else:
+            bits[c] = bit >> self.stride  # the cell above (row r - 1)
+        return bit
+
     def last_cell(self, state: State) -> int:
         if state.last < 0:
             return -1

@@ -26,19 +26,54 @@ class KInARowGame(BitboardGame):
         self._setup_bits()
         s = self.stride
         self._directions = (1, s, s + 1, s - 1)  # horizontal, vertical, two diagonals
+        # has_line's shifts, unrolled: the doubling steps of each direction
+        steps, run = [], 1
+        while run < self.k:
+            steps.append(min(run, self.k - run))
+            run += steps[-1]
+        self._line_shifts = tuple(tuple(st * d for st in steps) for d in self._directions)
 
     def has_line(self, board: int) -> bool:
         """True when ``board`` holds ``k`` stones in a row."""
-        k = self.k
-        for d in self._directions:
-            x, run = board, 1
-            while run < k and x:
-                step = min(run, k - run)
-                x &= x >> (step * d)
-                run += step
+        for shifts in self._line_shifts:
+            x = board
+            for sh in shifts:
+                x &= x >> sh
             if x:
                 return True
         return False
+
+    def random_playout(self, state: State, rng: np.random.Generator) -> float:
+        """The result, from ``state``'s mover, of finishing the game with uniformly
+        random moves: the same game, draw for draw of ``rng``, as applying
+        ``rng.integers(number of legal moves)``-th legal move (in action order)
+        until the end, without building a state per move."""
+        if state.outcome is not None:
+            return state.outcome
+        me, opp = state.me, state.opp
+        moves, bits = self._playout_moves(me | opp)
+        integers, has_line = rng.integers, self.has_line
+        sign = 1.0  # +1 while the mover of `state` is the side to move
+        while True:
+            i = int(integers(len(moves)))
+            me |= self._playout_take(moves, bits, i)
+            if has_line(me):
+                return sign  # the side that just moved has won
+            if not moves:
+                return 0.0
+            me, opp = opp, me
+            sign = -sign
+
+    def _playout_moves(self, full: int) -> tuple[list[int], list[int]]:
+        """The legal moves of a running game with stones ``full``, in action order,
+        and what a playout needs to play them (here: each empty cell's bit)."""
+        bits = [b for b in self.cell_bits if not full & b]
+        return bits, bits
+
+    def _playout_take(self, moves: list[int], bits: list[int], i: int) -> int:
+        """Play the ``i``-th legal move: its stone's bit; keeps ``moves`` the legal
+        moves afterwards, in action order."""
+        return moves.pop(i)
 
     def _place(self, state: State, action: int, bit: int) -> State:
         """Put the mover's stone on ``bit``; the result is from the next mover."""

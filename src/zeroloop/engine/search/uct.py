@@ -7,6 +7,7 @@ expands one node and finishes the game with uniformly random moves.
 from __future__ import annotations
 
 import math
+from math import sqrt
 
 import numpy as np
 
@@ -35,8 +36,12 @@ def uct_search(game: Game, state: State, playouts: int, c: float,
         node, path = root, [root]
         while not node.untried and node.children:
             log_n = math.log(node.n)
-            node = max(node.children.values(),
-                       key=lambda ch: ch.w / ch.n + c * math.sqrt(log_n / ch.n))
+            best, best_v = None, -math.inf
+            for ch in node.children.values():  # the first of the best, as max() would pick
+                v = ch.w / ch.n + c * sqrt(log_n / ch.n)
+                if v > best_v:
+                    best, best_v = ch, v
+            node = best
             path.append(node)
         if node.untried:
             a = node.untried.pop(int(rng.integers(len(node.untried))))

@@ -16,7 +16,8 @@ from pathlib import Path
 import numpy as np
 
 #: Stage numbers mixed into seeds, so every (seed, stage, generation) has its own stream.
-STAGE_IDS = {"init": 1, "selfplay": 2, "train": 3, "gate": 4, "evaluate": 5, "positions": 6}
+STAGE_IDS = {"init": 1, "selfplay": 2, "train": 3, "gate": 4, "evaluate": 5, "positions": 6,
+             "test_positions": 7}
 
 
 def derive_seed(seed: int, stage: str, gen: int = 0) -> int:
@@ -52,8 +53,18 @@ class Layout:
 
     @property
     def positions(self) -> Path:
-        """Solver-labelled test positions."""
+        """Solver-labelled validation positions (measured every generation)."""
         return self.root / "data" / "positions.json"
+
+    @property
+    def test_positions(self) -> Path:
+        """Solver-labelled held-out test positions (measured on the champion only)."""
+        return self.root / "data" / "test_positions.json"
+
+    @property
+    def test_report(self) -> Path:
+        """The champion's move error on the held-out test positions."""
+        return self.root / "reports" / "test.json"
 
     @property
     def champion(self) -> Path:

@@ -58,6 +58,9 @@ class SelfplayConfig:
         (KataGo): a move is a full search (``mcts.simulations``, recorded for
         training) with this probability, else a fast search of
         ``fast_simulations``, played but not recorded. 1.0: every move is full.
+    opening_plies: each game first plays 0..k (uniformly) uniformly random
+        legal moves, not searched and not trained on, then self-play goes on
+        from that position (0: every game from the start).
     """
 
     games: Annotated[int, at.Ge(1)] = 256
@@ -67,6 +70,7 @@ class SelfplayConfig:
     eval_batch: Annotated[int, at.Interval(ge=1, le=4096)] = 32
     full_search_probability: Annotated[float, at.Interval(gt=0, le=1)] = 1.0
     fast_simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 16
+    opening_plies: Annotated[int, at.Interval(ge=0, le=100)] = 0
 
     def __post_init__(self) -> None:
         check_fields(self, "selfplay")
@@ -98,6 +102,7 @@ class SelfplayJob:
     search: SearchConfig = field(default_factory=SearchConfig)
     schedule: MoveSchedule = field(default_factory=MoveSchedule)
     cap: PlayoutCap | None = None
+    opening_plies: int = 0
     seed: int = 0
     shard_games: int = 64
     device: str = "auto"
@@ -139,6 +144,7 @@ class SelfplayJob:
                              else file_sha256(self.model) if self.model else None),
             # a playout cap only when set, so that the identities of older shards still match
             **({"playout_cap": asdict(self.cap)} if self.cap else {}),
+            **({"opening_plies": self.opening_plies} if self.opening_plies else {}),
             # as resolved on this machine; fp32 is left out, so that shards made before the key
             # existed are still reused
             **({"precision": p} if (p := self._precision()) != "fp32" else {}),
@@ -231,7 +237,7 @@ def _play_shards(task: _WorkerTask, tick: Tick) -> _WorkerResult:
             results.append(ShardResult(shard.index, shard.games, positions, None))
 
     play_selfplay_games(game, evaluator, job.search, job.schedule, seeds, in_flight=job.in_flight,
-                        on_game=finished, stats=stats, cap=job.cap)
+                        on_game=finished, stats=stats, cap=job.cap, opening_plies=job.opening_plies)
     stats.cache_hits += evaluator.hits - before[0]
     stats.network_rows += evaluator.computed - before[1]
     return _WorkerResult(results, stats)

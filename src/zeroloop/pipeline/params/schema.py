@@ -121,11 +121,18 @@ EvaluateParams = config_section(
         "playouts per move of the rollout-UCT baseline (the Elo anchor, named uct<playouts>)"))),
     perfect_games=(bool, Field(True, description="tic-tac-toe: also play the perfect player")),
     positions_per_group=(Annotated[int, at.Interval(ge=0, le=100_000)], Field(100, description=(
-        "solver-labelled test positions per group (Connect Four: Pons' six groups, with the solver "
-        "extra; tic-tac-toe: one group); 0: none"))),
+        "solver-labelled validation positions per group, measured every generation and the ones "
+        "ablations and tuning may choose on (Connect Four: Pons' six groups, with the solver extra; "
+        "tic-tac-toe: one group); 0: none"))),
     positions_seed=(Annotated[int, at.Interval(ge=0, le=2**63 - 1)], Field(0, description=(
-        "the test set's own seed, not the run's: runs with different seeds are measured on the same "
-        "positions"))))
+        "the validation set's own seed, not the run's: runs with different seeds are measured on the "
+        "same positions"))),
+    test_positions_per_group=(Annotated[int, at.Interval(ge=0, le=100_000)], Field(300, description=(
+        "held-out test positions per group, drawn apart from the validation set (none of its "
+        "positions) and measured once, on the champion (the `test` stage): the set final tables "
+        "report; 0: none"))),
+    test_positions_seed=(Annotated[int, at.Interval(ge=0, le=2**63 - 1)], Field(1, description=(
+        "the held-out test set's own seed"))))
 
 
 class FloatRange(_Section):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-STAGES = ("check", "init", "positions", "selfplay", "train", "gate", "evaluate", "report")
+STAGES = ("check", "init", "positions", "test_positions", "selfplay", "train", "gate", "evaluate", "report")
 PER_GENERATION = ("selfplay", "train", "gate", "evaluate")
 
 
@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from zeroloop.pipeline.stages.common import run_stage
 
-    module = importlib.import_module(f"zeroloop.pipeline.stages.{args.stage}")
+    module = importlib.import_module(f"zeroloop.pipeline.stages.{args.stage.removeprefix('test_')}")
 
     def body(params):
         if args.gen is not None and args.gen not in params.generations:
@@ -39,6 +39,8 @@ def main(argv: list[str] | None = None) -> int:
             module.run(params, args.gen, args.prev)
         elif args.stage == "evaluate":
             module.run(params, args.gen)
+        elif args.stage == "test_positions":
+            module.run(params, test=True)
         else:
             module.run(params)
 

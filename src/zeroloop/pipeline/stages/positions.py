@@ -1,5 +1,7 @@
-"""positions: test positions labelled by a perfect player (tic-tac-toe always,
-Connect Four with the ``solver`` extra); an empty set where none exists."""
+"""positions: validation positions labelled by a perfect player (tic-tac-toe
+always, Connect Four with the ``solver`` extra), measured every generation; an
+empty set where none exists. ``--test``: the held-out test set, kept apart
+from the validation set and measured on the champion only."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
 
 
-def run(p: Params) -> None:
-    ps = positions_step(p, LAYOUT)
+def run(p: Params, *, test: bool = False) -> None:
+    ps = positions_step(p, LAYOUT, test=test)
+    name, path = ("test_positions", LAYOUT.test_positions) if test else ("positions", LAYOUT.positions)
+    kind = "held-out test" if test else "validation"
     if ps.moves:
-        say("positions", f"{len(ps.moves)} labelled {p.game} positions -> {LAYOUT.positions}")
+        say(name, f"{len(ps.moves)} labelled {p.game} {kind} positions -> {path}")
     else:
-        say("positions", f"no test positions ({read_json(LAYOUT.positions)['note']})")
+        say(name, f"no {kind} positions ({read_json(path)['note']})")

@@ -9,9 +9,10 @@ from pathlib import Path
 
 from zeroloop.engine.rating import EloFit, fit_league
 from zeroloop.pipeline.data.storage import atomic_write_bytes, load_model, read_json, write_json
+from zeroloop.pipeline.evaluation import test_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
-from zeroloop.pipeline.tracking import Tracker
+from zeroloop.pipeline.tracking import Tracker, flatten
 
 PLOTS = LAYOUT.plots
 METRICS = LAYOUT.metrics
@@ -198,6 +199,23 @@ def _save(fig, path: Path) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+def _solver_summary(solver: dict) -> dict:
+    """An ``eval.json``-style ``solver`` block as the report's metrics name it."""
+    out = {"positions": solver["positions"], "simulations": solver.get("simulations"),
+           "search_error": solver["search_error_rate"], "policy_error": solver["policy_error_rate"]}
+    for key in ("policy_error_ci95", "search_error_ci95"):
+        if key in solver:
+            out[key] = solver[key]
+    if len(solver.get("groups", {})) > 1:
+        out["groups"] = {g: {"positions": v["positions"], "decisive": v.get("decisive"),
+                             "policy_error": v["policy_error_rate"],
+                             "policy_error_ci95": v.get("policy_error_ci95"),
+                             "search_error": v["search_error_rate"],
+                             "search_error_ci95": v.get("search_error_ci95")}
+                         for g, v in solver["groups"].items()}
+    return out
+
+
 def run(p: Params) -> None:
     game = p.make_game()
     rows = collect(p)
@@ -224,22 +242,19 @@ def run(p: Params) -> None:
         solver = final_eval["solver"]
         metrics["solver_positions"] = solver["positions"]
         metrics["solver_simulations"] = solver.get("simulations", p.evaluate.simulations)
-        for key in ("policy_error_ci95", "search_error_ci95"):
-            if key in solver:
-                metrics[key] = solver[key]
-        if len(solver.get("groups", {})) > 1:
-            metrics["groups"] = {g: {"positions": v["positions"], "decisive": v.get("decisive"),
-                                     "policy_error": v["policy_error_rate"],
-                                     "policy_error_ci95": v.get("policy_error_ci95"),
-                                     "search_error": v["search_error_rate"],
-                                     "search_error_ci95": v.get("search_error_ci95")}
-                                 for g, v in solver["groups"].items()}
+        summary = _solver_summary(solver)
+        for key in ("policy_error_ci95", "search_error_ci95", "groups"):
+            if key in summary:
+                metrics[key] = summary[key]
     PLOTS.mkdir(parents=True, exist_ok=True)
     write_csv(PLOTS / "generations.csv", per_gen)
     pngs = draw_plots(per_gen, game.name, anchor)
-    write_json(METRICS, metrics)
     _, _, meta = load_model(LAYOUT.model(p.last_generation), game)
     atomic_write_bytes(CHAMPION, LAYOUT.model(p.last_generation).read_bytes())
+    test = test_step(p, LAYOUT, CHAMPION)
+    if "solver" in test:
+        metrics["test"] = _solver_summary(test["solver"])
+    write_json(METRICS, metrics)
     with Tracker.open(p) as tr:
         for g in sorted(p.generations):  # every generation run mirrors its outputs, cached stages included
             tr.complete_generation(g, LAYOUT)
@@ -250,7 +265,10 @@ def run(p: Params) -> None:
             tr.log_summary({f"by_training_s/{k}": v for k, v in numbers.items()
                             if k == "elo" or k.endswith("_error")}, step=round(60 * r["training_minutes"]))
         tr.log_summary({f"final_{k}": v for k, v in metrics.items() if isinstance(v, int | float)})
-        for path in [*pngs, PLOTS / "generations.csv", METRICS]:
+        if "test" in metrics:  # the held-out set: test/search_error, test/groups/begin-hard/policy_error, ...
+            tr.log_summary({f"test/{k}": v for k, v in flatten(metrics["test"]).items()
+                            if isinstance(v, int | float) and not isinstance(v, bool)})
+        for path in [*pngs, PLOTS / "generations.csv", METRICS, LAYOUT.test_report]:
             tr.log_artifact(path, "report")
         card = dict(meta, **{k: v for k, v in metrics.items() if isinstance(v, int | float | str)})
         version = tr.register_champion(CHAMPION, card)
@@ -263,4 +281,14 @@ def run(p: Params) -> None:
     if "solver_error" in last:
         say("report", f"move error with {metrics['solver_simulations']} simulations "
                       f"{last['solver_error']:.1%}, raw policy {last['policy_error']:.1%} "
-                      f"({metrics['solver_positions']} positions)")
+                      f"({metrics['solver_positions']} validation positions)")
+    if "test" in metrics:
+        t = metrics["test"]
+        say("report", f"held-out test set: move error with {t['simulations']} simulations "
+                      f"{t['search_error']:.1%}, raw policy {t['policy_error']:.1%} "
+                      f"({t['positions']} positions, {LAYOUT.test_report})")
+        for group, g in t.get("groups", {}).items():
+            say("report", f"  {group:14s} search {g['search_error']:6.1%}  raw policy "
+                          f"{g['policy_error']:6.1%}  ({g['positions']} positions)")
+    else:
+        say("report", read_json(LAYOUT.test_report).get("note", "no held-out test positions"))

@@ -1,0 +1,81 @@
+"""``zeroloop errors``: the move error of model files against perfect play on
+the pipeline's position sets, as the evaluate and report stages measure it.
+
+The validation set (``data/positions.json``) is the one every generation is
+measured on and ablations choose on; the held-out test set
+(``data/test_positions.json``) is the one a run reports. Measuring an older
+champion, another run's model or the shipped one on the same sets makes them
+comparable with the report's figures.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+SETS = {"validation": "positions", "test": "test_positions"}
+
+
+def measure(models: list[str], which: str, params_file: str, root: str, sims: int | None,
+            as_json: bool) -> int:
+    from zeroloop.apps.play import PlayError, resolve_model
+    from zeroloop.engine.positions import PositionSet
+    from zeroloop.pipeline.data.layout import Layout
+    from zeroloop.pipeline.data.storage import read_json
+    from zeroloop.pipeline.evaluation import solver_errors
+    from zeroloop.pipeline.params import load_params
+
+    p = load_params(params_file)
+    if sims is not None:
+        if sims < 1:
+            raise ValueError(f"--sims {sims}: must be >= 1")
+        p = p.model_copy(update={"evaluate": p.evaluate.model_copy(update={"simulations": sims})})
+    game = p.make_game()
+    layout = Layout(Path(root))
+    from zeroloop.engine.nn import resolve_device
+    from zeroloop.engine.nn.inference import precision_name
+
+    precision = precision_name(p.runtime.precision, resolve_device(p.runtime.device))
+    sets = ["validation", "test"] if which == "both" else [which]
+    loaded = {}
+    for name in sets:
+        path = getattr(layout, SETS[name])
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no {name} positions yet; `dvc repro {SETS[name]}` makes them")
+        data = read_json(path)
+        ps = PositionSet.from_json(data)
+        if ps.game != game.name:
+            raise ValueError(f"{path} holds {ps.game} positions, but {params_file} is for {game.name}")
+        if not ps.moves:
+            raise ValueError(f"{path}: no positions ({data.get('note', 'an empty set')})")
+        loaded[name] = ps
+    files = []
+    for m in models:
+        try:
+            info = resolve_model(game, m, root)
+        except PlayError as exc:
+            raise ValueError(str(exc)) from None
+        if info.path is None:
+            raise ValueError(f"{m}: an untrained network has no file to measure")
+        files.append((m, info.path))
+    for m, path in files:
+        for name, ps in loaded.items():
+            out = solver_errors(p, path, ps)
+            if as_json:
+                print(json.dumps({"model": m, "path": path, "set": name, **out}), flush=True)
+                continue
+            print(f"{m} ({path}) on the {name} set: {out['positions']} positions, search at "
+                  f"{out['simulations']} simulations, network {precision}")
+            print(_line("overall", out["search_error_rate"], out["search_error_ci95"],
+                        out["policy_error_rate"], out["policy_error_ci95"], out["positions"]))
+            for g, v in out["groups"].items() if len(out["groups"]) > 1 else ():
+                print(_line(g, v["search_error_rate"], v["search_error_ci95"], v["policy_error_rate"],
+                            v["policy_error_ci95"], v["positions"]))
+            sys.stdout.flush()
+    return 0
+
+
+def _line(label: str, search: float, s_ci: list[float], raw: float, r_ci: list[float], n: int) -> str:
+    return (f"  {label:14s} search {100 * search:5.1f}% [{100 * s_ci[0]:.1f}, {100 * s_ci[1]:.1f}]   "
+            f"raw policy {100 * raw:5.1f}% [{100 * r_ci[0]:.1f}, {100 * r_ci[1]:.1f}]   ({n} positions)")
