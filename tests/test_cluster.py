@@ -314,3 +314,40 @@ def test_the_clusters_messages_go_to_stderr_not_into_a_commands_output(capsys):
     ray_worker.print_to_stdstream(message, ignore_prefix=False)
     out, err = capsys.readouterr()
     assert out == "" and "A worker died" in err and "(raylet)" in err
+
+
+def test_a_slow_answer_from_the_counter_loses_no_streamed_shard(monkeypatch):
+    """The counter actor empties its lists when take() runs, not when its answer
+    is read. On a loaded machine the driver's wait can time out first; the next
+    look must wait on that same call, not start another (which found the lists
+    empty: the shards in the first answer were lost, and the stage ended with
+    "no such shard file")."""
+    from ray import exceptions as rex
+
+    from zeroloop.pipeline.runtime import raypool
+
+    calls = []
+
+    class Counter:
+        class take:  # noqa: N801 - the actor method's name
+            @staticmethod
+            def remote():
+                calls.append(f"ref{len(calls)}")
+                return calls[-1]
+
+    answers = {"ref0": (3, [(0, "node")], [(7, "shard 7")])}
+    waits = []
+
+    def get(ref, timeout):
+        waits.append(ref)
+        if len(waits) == 1:
+            raise rex.GetTimeoutError("slow")
+        return answers.get(ref, (0, [], []))
+
+    monkeypatch.setattr(raypool.ray, "get", get)
+    pool = raypool.RayPool.__new__(raypool.RayPool)
+    pool._counter, pool._taking, pool._parts, pool._ticks = Counter(), None, [], 0
+    pool._ran_on, pool._retried, pool._head_silent_since, pool._head = {}, [], None, None
+    assert pool._take(timeout=0.01) == 0  # timed out: nothing yet
+    assert pool.parts() == [(7, "shard 7")] and pool._ticks == 3
+    assert calls == ["ref0"] and waits == ["ref0", "ref0"]

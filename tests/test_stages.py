@@ -121,3 +121,38 @@ def test_an_unwritable_output_folder_stops_the_stage_before_any_work(tmp_path):
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "reports/: cannot write here" in out.stderr and "nothing was run" in out.stderr
     assert not (tmp_path / "data/gen_1").exists() and not (tmp_path / "data/.partial").exists()
+
+
+def test_the_reference_curve_is_drawn_only_for_runs_measured_like_it(tmp_path, monkeypatch):
+    """Connect Four measured on the shipped run's validation set and budget gets
+    the default run's curve in errors.png; another set or budget does not."""
+    import csv
+
+    import numpy as np
+    from PIL import Image
+
+    from zeroloop.pipeline.params import parse_params
+    from zeroloop.pipeline.stages import report
+
+    like = {"game": "connect4", "evaluate": {"simulations": 200}}  # params.yaml's budget, the schema's is 100
+    ref = report.reference_curve(parse_params(like))
+    assert ref and [r["generation"] for r in ref] == list(range(1, len(ref) + 1))
+    assert all(0 <= r["solver_error"] <= 1 and r["training_minutes"] > 0 for r in ref)
+    other_set = {"game": "connect4", "evaluate": {"simulations": 200, "positions_seed": 3}}
+    assert report.reference_curve(parse_params(other_set)) is None
+    other_budget = {"game": "connect4", "evaluate": {"simulations": 100}}
+    assert report.reference_curve(parse_params(other_budget)) is None
+    assert report.reference_curve(parse_params({"game": "tictactoe"})) is None
+
+    with open(report.REFERENCE_DIR / "connect4.csv", newline="") as f:
+        rows = [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)][:2]
+    monkeypatch.setattr(report, "PLOTS", tmp_path)
+    minutes = [r["training_minutes"] for r in rows]
+
+    def grey_pixels(reference):
+        path = report._error_plot(rows, "connect4", minutes, reference)
+        img = np.asarray(Image.open(path).convert("RGB")).astype(int)
+        r, g, b = img[..., 0], img[..., 1], img[..., 2]
+        return int(((abs(r - 128) < 4) & (r == g) & (g == b)).sum())  # matplotlib's "grey" is (128,128,128)
+
+    assert grey_pixels(ref) > grey_pixels(None) + 200

@@ -28,7 +28,7 @@ TINY = {
     "train": {"epochs": 1, "batch_size": 16, "replay_generations": 2},
     "gate": {"games": 8, "simulations": 8, "opening_plies": 1},
     "evaluate": {"games": 4, "simulations": 8, "opening_plies": 1, "uct_playouts": 10,
-                 "positions_per_group": 3},
+                 "positions_per_group": 3, "test_positions_per_group": 3},
     "generations": {"1": {"prev": 0}, "2": {"prev": 1}},
     "runtime": {"workers": 2},
 }
@@ -37,7 +37,7 @@ TINY = {
 
 def chain(gens: list[int]) -> list[list[str]]:
     """dvc.yaml's stage commands in order, without DVC."""
-    steps = [["init"], ["positions"]]
+    steps = [["init"], ["positions"], ["test_positions"]]
     for g in gens:
         steps += [[s, "--gen", str(g), "--prev", str(g - 1)] for s in ("selfplay", "train", "gate")]
         steps.append(["evaluate", "--gen", str(g)])

@@ -196,6 +196,7 @@ class RayPool:
         self._said_tasks: set[int] = set()  # tasks named as run again on a live node
         self._parts: list[tuple[int, Any]] = []  # streamed, not yet handed on
         self._ticks = 0  # taken along with parts, not yet handed on
+        self._taking = None  # a take() call to the counter not yet answered (asked again, not anew)
         self._nodes = self._alive_nodes()
         self._nodes_checked = time.monotonic()
         self._head = self._head_address(backend)
@@ -316,16 +317,29 @@ class RayPool:
         a task that is done has sent all of its parts)."""
         if self._head_silent_since is None:  # else it would wait on Ray's own timeout
             self._ticks += self._take(timeout=10.0)
+            for _ in range(5):  # a loaded machine: the counter may take longer to answer, not give up
+                if self._taking is None or not self._watch_head():
+                    break
+                self._ticks += self._take(timeout=10.0)
         out, self._parts = self._parts, []
         return out
 
     def _take(self, timeout: float) -> int:
         """The units ticked since last asked; keeps the parts sent and records
         where tasks started."""
+        # The actor empties its lists when the call runs, not when its answer is read: a call
+        # whose wait timed out (a loaded machine) is waited on again next time, never replaced,
+        # or the parts it took would be lost.
+        if self._taking is None:
+            self._taking = self._counter.take.remote()
         try:
-            ticks, started, parts = ray.get(self._counter.take.remote(), timeout=timeout)
-        except (rex.GetTimeoutError, rex.RayActorError):
+            ticks, started, parts = ray.get(self._taking, timeout=timeout)
+        except rex.GetTimeoutError:
             return 0  # the head's watch decides whether the cluster is gone
+        except rex.RayActorError:
+            self._taking = None
+            return 0
+        self._taking = None
         self._parts += parts
         for task, node in started:
             before = self._ran_on.setdefault(task, [])

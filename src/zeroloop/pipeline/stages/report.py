@@ -8,6 +8,7 @@ import io
 from pathlib import Path
 
 from zeroloop.engine.rating import EloFit, fit_league
+from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
 from zeroloop.pipeline.data.storage import atomic_write_bytes, load_model, read_json, write_json
 from zeroloop.pipeline.evaluation import test_step
 from zeroloop.pipeline.params import Params
@@ -17,6 +18,11 @@ from zeroloop.pipeline.tracking import Tracker, flatten
 PLOTS = LAYOUT.plots
 METRICS = LAYOUT.metrics
 CHAMPION = LAYOUT.champion
+#: the shipped default runs' curves (models/reference/<game>.csv; provenance in models/README.md) ...
+REFERENCE_DIR = SHIPPED_DIR / "reference"
+#: ... compare with a run measured the same way: the validation set and the search budget
+REFERENCE_MEASURE = {"positions_per_group": 100, "positions_seed": 0, "simulations": 200}
+REFERENCE_LABEL = "default run (reference; Zen 4, 2 cores, int8)"
 #: the stages whose time counts as training (evaluation does not)
 TRAINING_STAGES = ("selfplay", "train", "gate")
 
@@ -117,7 +123,20 @@ def write_csv(path: Path, rows: list[dict]) -> None:
     atomic_write_bytes(path, buf.getvalue().encode())
 
 
-def draw_plots(rows: list[dict], game: str, anchor: str) -> list[Path]:
+def reference_curve(p: Params) -> list[dict] | None:
+    """The shipped default run's move errors per generation for this game
+    (``models/reference/<game>.csv``), where this run measures them the same
+    way (:data:`REFERENCE_MEASURE`): the curve a run is compared with to see
+    whether it is normal. None where there is none or it would not compare."""
+    path = REFERENCE_DIR / f"{p.game}.csv"
+    e = p.evaluate
+    if not path.is_file() or any(getattr(e, k) != v for k, v in REFERENCE_MEASURE.items()):
+        return None
+    with open(path, newline="") as f:
+        return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def draw_plots(rows: list[dict], game: str, anchor: str, reference: list[dict] | None = None) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -136,7 +155,7 @@ def draw_plots(rows: list[dict], game: str, anchor: str) -> list[Path]:
     ax.grid(alpha=0.3)
     paths.append(PLOTS / "elo.png")
     _save(fig, paths[-1])
-    paths.append(_error_plot(rows, game, minutes))
+    paths.append(_error_plot(rows, game, minutes, reference))
     fig, ax = plt.subplots(figsize=(6, 4))
     for key, label in (("vs_random", "vs random"), ("vs_uct", "vs rollout UCT"), ("vs_perfect", "vs perfect"),
                        ("gate_score", "gate: candidate vs best")):
@@ -161,9 +180,11 @@ def draw_plots(rows: list[dict], game: str, anchor: str) -> list[Path]:
     return paths
 
 
-def _error_plot(rows: list[dict], game: str, minutes: list[float]) -> Path:
+def _error_plot(rows: list[dict], game: str, minutes: list[float], reference: list[dict] | None = None
+                ) -> Path:
     """Move error against perfect play over minutes of training: the raw
-    policy and the search, per group and overall."""
+    policy and the search, per group and overall, and the shipped default
+    run's overall curve where there is one (:func:`reference_curve`)."""
     import matplotlib.pyplot as plt
 
     path = PLOTS / "errors.png"
@@ -179,8 +200,11 @@ def _error_plot(rows: list[dict], game: str, minutes: list[float]) -> Path:
     for ax, kind, title in ((axes[0], "policy", "raw policy (no search)"), (axes[1], "search", "search")):
         for group in groups:
             ax.plot(minutes, [r[f"{group}_{kind}_error"] for r in rows], marker=".", lw=1, label=group)
-        ax.plot(minutes, [r[f"{'policy' if kind == 'policy' else 'solver'}_error"] for r in rows], marker="o",
-                lw=2.5, color="black", label="overall")
+        overall = "policy_error" if kind == "policy" else "solver_error"
+        ax.plot(minutes, [r[overall] for r in rows], marker="o", lw=2.5, color="black", label="overall")
+        if reference:
+            ax.plot([r["training_minutes"] for r in reference], [r[overall] for r in reference], marker="o",
+                    lw=1.5, ls="--", color="grey", label=REFERENCE_LABEL)
         ax.set(xlabel="minutes of training (wall-clock)", title=f"{game}: {title}")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("share of positions with a losing-result move")
@@ -248,7 +272,8 @@ def run(p: Params) -> None:
                 metrics[key] = summary[key]
     PLOTS.mkdir(parents=True, exist_ok=True)
     write_csv(PLOTS / "generations.csv", per_gen)
-    pngs = draw_plots(per_gen, game.name, anchor)
+    reference = reference_curve(p)
+    pngs = draw_plots(per_gen, game.name, anchor, reference)
     _, _, meta = load_model(LAYOUT.model(p.last_generation), game)
     atomic_write_bytes(CHAMPION, LAYOUT.model(p.last_generation).read_bytes())
     test = test_step(p, LAYOUT, CHAMPION)
@@ -264,6 +289,11 @@ def run(p: Params) -> None:
             # the same curves over seconds of training: the x-axis runs compare on
             tr.log_summary({f"by_training_s/{k}": v for k, v in numbers.items()
                             if k == "elo" or k.endswith("_error")}, step=round(60 * r["training_minutes"]))
+        for r in reference or ():  # beside the run's own curves, to see whether the run is normal
+            tr.log_summary({f"reference/{k}": r[k] for k in ("solver_error", "policy_error")},
+                           step=int(r["generation"]))
+            tr.log_summary({f"by_training_s/reference_{k}": r[k] for k in ("solver_error", "policy_error")},
+                           step=round(60 * r["training_minutes"]))
         tr.log_summary({f"final_{k}": v for k, v in metrics.items() if isinstance(v, int | float)})
         if "test" in metrics:  # the held-out set: test/search_error, test/groups/begin-hard/policy_error, ...
             tr.log_summary({f"test/{k}": v for k, v in flatten(metrics["test"]).items()
