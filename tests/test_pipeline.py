@@ -86,13 +86,25 @@ def test_dvc_repro_end_to_end(repo):
     val_moves = json.loads((repo / "data/positions.json").read_text())["moves"]
     test_moves = json.loads((repo / "data/test_positions.json").read_text())["moves"]
     assert len(test_moves) == 6 and not {tuple(m) for m in val_moves} & {tuple(m) for m in test_moves}
-    errors = subprocess.run([str(Path(sys.executable).parent / "zeroloop"), "errors", "champion", "--set",
-                             "both", "--json"], cwd=repo, env=env, capture_output=True, text=True,
+    errors = subprocess.run([str(Path(sys.executable).parent / "zeroloop"), "errors", "champion", "gen1",
+                             "--set", "both", "--json"], cwd=repo, env=env, capture_output=True, text=True,
                             timeout=300)
     assert errors.returncode == 0, errors.stderr
     lines = [json.loads(line) for line in errors.stdout.splitlines()]
-    assert [(x["set"], x["positions"]) for x in lines] == [("validation", 5), ("test", 6)]
-    assert lines[1]["search_error_rate"] == metrics["test"]["search_error"]  # what the report measured
+    measured = [x for x in lines if "paired" not in x]
+    paired = [x["paired"] for x in lines if "paired" in x]
+    assert [(x["model"], x["set"], x["positions"]) for x in measured] == [
+        ("champion", "validation", 5), ("champion", "test", 6),
+        ("gen1", "validation", 5), ("gen1", "test", 6)]
+    assert measured[1]["search_error_rate"] == metrics["test"]["search_error"]  # what the report measured
+    # gen1 against the champion, position by position: the paired difference is the difference of the rates
+    assert [(x["first"], x["second"], x["set"]) for x in paired] == [
+        ("champion", "gen1", "validation"), ("champion", "gen1", "test")]
+    for pair, a, b in ((paired[0], measured[0], measured[2]), (paired[1], measured[1], measured[3])):
+        for key, rate in (("search", "search_error_rate"), ("raw_policy", "policy_error_rate")):
+            v = pair["overall"][key]
+            assert v["difference"] == pytest.approx(b[rate] - a[rate], abs=1e-3)
+            assert v["only_second"] - v["only_first"] == round((b[rate] - a[rate]) * v["positions"])
     # Elo anchored on the rollout-UCT baseline, which the games inform; time of training recorded
     assert metrics["elo_anchor"] == "uct10" and metrics["training_minutes"] > 0
     with open(repo / "reports/plots/generations.csv") as f:

@@ -163,3 +163,20 @@ def test_wilson_interval_by_hand():
     assert (lo, hi) == pytest.approx((0.0552, 0.1744), abs=1e-4)  # the textbook Wilson interval of 10/100
     assert ErrorRate(0, 50).interval()[0] == 0.0 and ErrorRate(0, 50).interval()[1] > 0.05
     assert ErrorRate(0, 0).interval() == (0.0, 1.0)
+
+
+def test_paired_errors_by_hand():
+    from zeroloop.engine.positions import paired_errors
+
+    v = paired_errors([1, 1, 1, 0, 0], [0, 0, 1, 1, 0])
+    assert (v["only_first"], v["only_second"], v["positions"]) == (2, 1, 5)
+    assert v["difference"] == pytest.approx(-0.2)
+    assert v["mcnemar_p"] == 1.0  # 2 x P(X <= 1), X ~ Bin(3, 1/2) = 2 x 4/8, capped at 1
+    six = paired_errors([1] * 6 + [0] * 14, [0] * 20)
+    assert six["mcnemar_p"] == pytest.approx(0.0312, abs=1e-4)  # 2 x (1/2)^6
+    lo, hi = six["difference_ci95"]
+    assert lo < six["difference"] == -0.3 < hi < 0  # six fewer errors in 20: the interval excludes 0
+    same = paired_errors([1, 0, 1], [1, 0, 1])
+    assert (same["difference"], same["mcnemar_p"]) == (0.0, 1.0)
+    with pytest.raises(ValueError, match="equal-length"):
+        paired_errors([1, 0], [1])

@@ -195,3 +195,70 @@ def test_dedup_keeps_every_distinct_self_play_position(tictactoe_data):
     distinct = {row.tobytes() for row in data.planes}
     assert len(d) == len(distinct) < len(data)  # tic-tac-toe games repeat their openings
     assert {row.tobytes() for row in d.planes} == distinct
+
+
+def test_weight_average_by_hand():
+    from zeroloop.pipeline.training.module import WeightAverage
+
+    net = torch.nn.Sequential(torch.nn.Linear(1, 1, bias=False), torch.nn.BatchNorm1d(1))
+    with torch.no_grad():
+        net[0].weight.fill_(0.0)
+    avg = WeightAverage(net, 0.5)
+    with torch.no_grad():
+        net[0].weight.fill_(1.0)
+    net[1].num_batches_tracked.fill_(7)
+    avg.update(net)  # step 1: d = min(0.5, 2/11)
+    assert avg.state["0.weight"].item() == pytest.approx(9 / 11)
+    assert avg.state["1.num_batches_tracked"].item() == 7  # counters are copied, not averaged
+    avg.update(net)  # step 2: d = min(0.5, 3/12)
+    assert avg.state["0.weight"].item() == pytest.approx(0.25 * 9 / 11 + 0.75)
+    for _ in range(30):
+        avg.update(net)
+    assert avg.rate() == 0.5  # the warm-up has reached the decay
+    target = torch.nn.Sequential(torch.nn.Linear(1, 1, bias=False), torch.nn.BatchNorm1d(1))
+    avg.copy_to(target)
+    assert target[0].weight.item() == pytest.approx(avg.state["0.weight"].item())
+    with pytest.raises(ValueError, match="ema_decay"):
+        WeightAverage(net, 1.0)
+
+
+def test_ema_candidate_is_the_average_of_the_steps(tictactoe_data, monkeypatch):
+    """With train.ema_decay the fitted net is the moving average of the weights
+    after every optimiser step, recomputed here from those weights."""
+    from zeroloop.pipeline.training import module
+
+    game, data = tictactoe_data
+    seen: list[dict[str, torch.Tensor]] = []
+    original = module.WeightAverage.update
+
+    def recording(self, net):
+        seen.append({k: v.detach().clone() for k, v in net.state_dict().items()})
+        original(self, net)
+
+    monkeypatch.setattr(module.WeightAverage, "update", recording)
+    nets = []
+    for decay in (0.0, 0.9):
+        torch.manual_seed(0)
+        net = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8))
+        start = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        fit_network(net, game, data, TrainConfig(epochs=2, batch_size=32, ema_decay=decay), seed=4,
+                    device="cpu", progress=False)
+        nets.append(net)
+    train_n = len(data) - int(round(len(data) * 0.05))
+    assert len(seen) == 2 * (train_n // 32)  # one update per optimiser step (drop_last), none without ema
+    # the last step's weights are what the plain fit returns: the averaging does not touch training
+    for k, v in nets[0].state_dict().items():
+        assert torch.equal(seen[-1][k], v), k
+    expected = {k: v.clone() for k, v in start.items()}
+    for t, state in enumerate(seen, start=1):
+        d = min(0.9, (1 + t) / (10 + t))
+        for k, v in state.items():
+            expected[k] = d * expected[k] + (1 - d) * v if v.dtype.is_floating_point else v.clone()
+    for k, v in nets[1].state_dict().items():
+        assert torch.allclose(v, expected[k], atol=1e-6), k
+    assert any(not torch.equal(a, b) for a, b in zip(nets[0].parameters(), nets[1].parameters()))
+
+
+def test_ema_decay_must_be_below_one():
+    with pytest.raises(ValueError, match="ema_decay"):
+        TrainConfig(ema_decay=1.0)

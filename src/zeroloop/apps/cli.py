@@ -298,19 +298,23 @@ def build_parser() -> argparse.ArgumentParser:
         "errors", help="move error of model files against perfect play, on the run's position sets",
         description="The share of positions where a model's move is a mistake against perfect play, "
                     "for its raw policy and for its search (evaluate.simulations, mcts settings, "
-                    "runtime.precision of --params), overall with its 95%% interval and per Pons "
+                    "runtime.precision of --params), overall with its 95% interval and per Pons "
                     "group, on the pipeline's validation positions (data/positions.json), its held-out "
                     "test positions (data/test_positions.json) or both. The sets are the ones "
                     "`dvc repro` made (`dvc repro positions test_positions` makes only them).",
         epilog="Models: files, or ids as `zeroloop play` takes them (champion, genN, genN-candidate, "
-               "shipped).")
+               "shipped). With two or more models, each after the first is then compared with the "
+               "first position by position (paired, as an ablation compares two arms): the difference "
+               "in points with its 95% interval, how many positions only one of the two got wrong, "
+               "and McNemar's exact p.")
     er.add_argument("models", nargs="+", help="model files or ids")
     er.add_argument("--set", choices=["validation", "test", "both"], default="test",
                     help="position set (default test: the held-out one)")
     er.add_argument("--sims", type=int, default=None, help="simulations (default evaluate.simulations)")
     er.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
     er.add_argument("--root", default=".", help="project directory with data/ and models/ (default .)")
-    er.add_argument("--json", action="store_true", help="one JSON line per model and set instead of tables")
+    er.add_argument("--json", action="store_true",
+                    help="one JSON line per model and set (and per paired comparison) instead of tables")
     er.set_defaults(func=cmd_errors)
     return p
 

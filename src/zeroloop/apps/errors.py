@@ -14,16 +14,18 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
+
 SETS = {"validation": "positions", "test": "test_positions"}
 
 
 def measure(models: list[str], which: str, params_file: str, root: str, sims: int | None,
             as_json: bool) -> int:
     from zeroloop.apps.play import PlayError, resolve_model
-    from zeroloop.engine.positions import PositionSet
+    from zeroloop.engine.positions import PositionSet, move_mistakes
     from zeroloop.pipeline.data.layout import Layout
     from zeroloop.pipeline.data.storage import read_json
-    from zeroloop.pipeline.evaluation import solver_errors
+    from zeroloop.pipeline.evaluation import policy_and_search_moves, solver_errors
     from zeroloop.pipeline.params import load_params
 
     p = load_params(params_file)
@@ -59,9 +61,12 @@ def measure(models: list[str], which: str, params_file: str, root: str, sims: in
         if info.path is None:
             raise ValueError(f"{m}: an untrained network has no file to measure")
         files.append((m, info.path))
-    for m, path in files:
+    mistakes: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
+    for i, (m, path) in enumerate(files):
         for name, ps in loaded.items():
-            out = solver_errors(p, path, ps)
+            moves = policy_and_search_moves(p, path, ps.states(game))
+            mistakes[i, name] = (move_mistakes(ps, moves[0]), move_mistakes(ps, moves[1]))
+            out = solver_errors(p, path, ps, moves)
             if as_json:
                 print(json.dumps({"model": m, "path": path, "set": name, **out}), flush=True)
                 continue
@@ -73,7 +78,36 @@ def measure(models: list[str], which: str, params_file: str, root: str, sims: in
                 print(_line(g, v["search_error_rate"], v["search_error_ci95"], v["policy_error_rate"],
                             v["policy_error_ci95"], v["positions"]))
             sys.stdout.flush()
+    for name, ps in loaded.items():
+        for i in range(1, len(files)):
+            _compare(files[0][0], files[i][0], name, ps, mistakes[0, name], mistakes[i, name], as_json)
     return 0
+
+
+def _compare(first: str, second: str, which: str, ps, a: tuple, b: tuple, as_json: bool) -> None:
+    """Print ``second`` against ``first`` position by position (paired) on one set."""
+    from zeroloop.engine.positions import paired_errors
+
+    groups = np.asarray(ps.groups)
+    rows = [("overall", np.ones(len(groups), bool))]
+    if len(ps.group_names()) > 1:
+        rows += [(g, groups == g) for g in ps.group_names()]
+    out = {g: {"search": paired_errors(a[1][sel], b[1][sel]),
+               "raw_policy": paired_errors(a[0][sel], b[0][sel])} for g, sel in rows}
+    if as_json:
+        print(json.dumps({"paired": {"first": first, "second": second, "set": which, **out}}), flush=True)
+        return
+    print(f"{second} against {first}, paired on the {which} set (difference in points, second minus "
+          f"first; errs: positions only one of them got wrong; McNemar p):")
+    for g, v in out.items():
+        print(f"  {g:14s} search {_pair(v['search'])}   raw policy {_pair(v['raw_policy'])}")
+    sys.stdout.flush()
+
+
+def _pair(v: dict) -> str:
+    lo, hi = v["difference_ci95"]
+    return (f"{100 * v['difference']:+5.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}] "
+            f"errs {v['only_first']:>3d}/{v['only_second']:<3d} p {v['mcnemar_p']:.3f}")
 
 
 def _line(label: str, search: float, s_ci: list[float], raw: float, r_ci: list[float], n: int) -> str:

@@ -19,6 +19,7 @@ Two kinds of set:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -217,6 +218,29 @@ def move_mistakes(positions: PositionSet, chosen: Sequence[int]) -> np.ndarray:
     if np.any(got == ILLEGAL):
         raise ValueError("an illegal move was chosen for a test position")
     return got < best
+
+
+def paired_errors(first: Sequence[bool], second: Sequence[bool], z: float = 1.959964) -> dict:
+    """Two players' mistakes on the same positions, compared position by
+    position: how many only the first / only the second got wrong, the
+    difference of their error rates (second minus first) with a normal
+    interval from the per-position differences, and McNemar's exact
+    two-sided p-value (the discordant positions, binomial with p = 1/2).
+    Pairing removes the positions' own difficulty, so it separates two
+    models that unpaired intervals cannot."""
+    a, b = np.asarray(first, bool), np.asarray(second, bool)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"paired errors need two equal-length rows, got {a.shape} and {b.shape}")
+    n = len(a)
+    only_first, only_second = int((a & ~b).sum()), int((b & ~a).sum())
+    d = b.astype(float) - a.astype(float)
+    diff = float(d.mean()) if n else float("nan")
+    half = z * float(d.std(ddof=1)) / np.sqrt(n) if n > 1 else float("inf")
+    k, m = min(only_first, only_second), only_first + only_second
+    p = min(1.0, 2.0 * sum(math.comb(m, i) for i in range(k + 1)) / 2.0 ** m) if m else 1.0
+    return {"positions": n, "only_first": only_first, "only_second": only_second,
+            "difference": round(diff, 4), "difference_ci95": [round(diff - half, 4), round(diff + half, 4)],
+            "mcnemar_p": round(p, 4)}
 
 
 def move_errors(positions: PositionSet, chosen: Sequence[int]) -> ErrorRate:

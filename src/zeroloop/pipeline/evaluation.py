@@ -92,11 +92,16 @@ def policy_and_search_moves(p: Params, path: str, states: list) -> tuple[np.ndar
     return policy_moves, search
 
 
-def solver_errors(p: Params, path: str, positions: PositionSet) -> dict:
+def solver_errors(p: Params, path: str, positions: PositionSet,
+                  moves: tuple[np.ndarray, list[int]] | None = None) -> dict:
     """Error rates of the raw policy (most likely legal move) and of the search
     at ``evaluate.simulations`` (no noise), overall and per group, with the
-    number of positions and of those where the choice matters."""
-    policy_moves, search_moves = policy_and_search_moves(p, path, positions.states(p.make_game()))
+    number of positions and of those where the choice matters. ``moves``: the
+    model's (policy, search) moves from :func:`policy_and_search_moves`, where
+    the caller already has them."""
+    if moves is None:
+        moves = policy_and_search_moves(p, path, positions.states(p.make_game()))
+    policy_moves, search_moves = moves
     pol, srch = move_errors(positions, policy_moves), move_errors(positions, search_moves)
     matters, names = decisive(positions), np.asarray(positions.groups)
     groups = {}

@@ -48,6 +48,14 @@ class TrainConfig:
         as Leela Zero and KataGo run it; the gate still decides which network
         plays self-play and which is the champion).
     val_fraction: share of the window held out to report validation losses.
+    ema_decay: 0 (off): the candidate is the network as the last optimiser step
+        left it. Above 0: the candidate is an exponential moving average of the
+        network over this generation's optimiser steps (parameters and
+        BatchNorm statistics), ``avg <- d avg + (1 - d) theta`` after each step
+        with ``d = min(ema_decay, (1 + t) / (10 + t))`` at step ``t``, so the
+        first steps are not swamped by the starting weights; 0.99 averages over
+        roughly the last 100 steps (KataGo and most image models publish
+        averaged weights).
     """
 
     replay_generations: Annotated[int, at.Interval(ge=1, le=1000)] = 4
@@ -67,6 +75,7 @@ class TrainConfig:
     augment: bool = True
     start_from: Literal["best", "candidate"] = "best"
     val_fraction: Annotated[float, at.Interval(ge=0, lt=0.5)] = 0.05
+    ema_decay: Annotated[float, at.Interval(ge=0, lt=1)] = 0.0
 
     def __post_init__(self) -> None:
         check_fields(self, "train")

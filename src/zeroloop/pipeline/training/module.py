@@ -44,6 +44,39 @@ def alphazero_loss(logits: torch.Tensor, value: torch.Tensor, pi: torch.Tensor, 
             "policy_loss": policy_loss, "l2": l2_term}
 
 
+class WeightAverage:
+    """An exponential moving average of a module's state: its parameters and
+    floating-point buffers (BatchNorm's running statistics) are averaged, the
+    others (step counters) copied. ``update`` after each optimiser step;
+    ``copy_to`` puts the average into a module of the same shape. The decay
+    warms up as ``min(decay, (1 + t) / (10 + t))``."""
+
+    def __init__(self, net: torch.nn.Module, decay: float) -> None:
+        if not 0.0 < decay < 1.0:
+            raise ValueError(f"train.ema_decay={decay}: must lie in (0, 1) for an average")
+        self.decay, self.steps = decay, 0
+        self.state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+
+    def rate(self) -> float:
+        """The decay the next update uses."""
+        t = self.steps + 1
+        return min(self.decay, (1 + t) / (10 + t))
+
+    @torch.no_grad()
+    def update(self, net: torch.nn.Module) -> None:
+        d = self.rate()
+        self.steps += 1
+        for k, v in net.state_dict().items():
+            avg = self.state[k]
+            if avg.dtype.is_floating_point:
+                avg.mul_(d).add_(v.detach().to(avg.device), alpha=1.0 - d)
+            else:
+                avg.copy_(v)
+
+    def copy_to(self, net: torch.nn.Module) -> None:
+        net.load_state_dict(self.state)
+
+
 class ReplayDataModule(pl.LightningDataModule):
     """Shuffled batches of the replay window with a held-out validation part."""
 
@@ -83,6 +116,7 @@ class AlphaZeroModule(pl.LightningModule):
         self.augment = SymmetryAugment(game) if optim.augment and len(game.symmetries()) > 1 else None
         self._gen = torch.Generator().manual_seed(seed)
         self._decayed = decayed_parameters(net, optim.decay_norm_and_bias)
+        self.average: WeightAverage | None = None  # made on the training device when fitting starts
         # no save_hyperparameters: the parent MLflow run holds every param, and a
         # rerun into the same generation run may not change logged params
 
@@ -110,6 +144,14 @@ class AlphaZeroModule(pl.LightningModule):
 
     def validation_step(self, batch, batch_idx: int) -> torch.Tensor:
         return self._step(batch, "val")
+
+    def on_train_start(self) -> None:
+        if self.optim.ema_decay > 0:
+            self.average = WeightAverage(self.net, self.optim.ema_decay)
+
+    def on_train_batch_end(self, outputs, batch, batch_idx: int) -> None:
+        if self.average is not None:
+            self.average.update(self.net)
 
     def configure_optimizers(self):
         o = self.optim  # its Literal fields are checked: no value falls through to a default here
@@ -153,7 +195,8 @@ def fit_network(net: PolicyValueNet, game: Game, data: ReplayData, optim: TrainC
                 device: str = "auto", logger=False, progress: bool = True) -> dict[str, float]:
     """Train ``net`` in place on ``data`` with the real Lightning trainer
     (``optim.epochs`` epochs of ``optim.batch_size`` positions, ``optim.val_fraction``
-    held out); returns the last epoch's mean losses."""
+    held out); returns the last epoch's mean losses (of the trained weights,
+    not of their average where ``optim.ema_decay`` makes one the result)."""
     pl.seed_everything(seed, workers=True, verbose=False)
     net.train()  # Lightning keeps the modes it finds; BatchNorm must train
     module = AlphaZeroModule(net, game, optim, seed=seed)
@@ -165,5 +208,7 @@ def fit_network(net: PolicyValueNet, game: Game, data: ReplayData, optim: TrainC
         enable_checkpointing=False, enable_progress_bar=progress, enable_model_summary=False,
         log_every_n_steps=10, num_sanity_val_steps=0, deterministic=True)
     trainer.fit(module, datamodule=dm)
+    if module.average is not None:
+        module.average.copy_to(net)  # the candidate is the average (train.ema_decay)
     net.cpu().eval()
     return {k: float(v) for k, v in trainer.callback_metrics.items() if "_epoch" in k or k.startswith("val/")}
