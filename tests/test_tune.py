@@ -395,3 +395,71 @@ def test_a_process_that_finds_the_study_just_created_waits_for_the_creators_firs
     loader.join(timeout=30)
     trials = opened["study"].trials
     assert sum(bool(t.user_attrs.get("default")) for t in trials) == 1
+
+
+def test_selfplay_simulations_keep_the_search_budget(tmp_path, mlflow_db, monkeypatch):
+    """tune.selfplay_simulations: a dimension of the selfplay objective only; a
+    trial's games scale so games x simulations stays the budget, the study
+    really trains with them, and best.yaml scales the full run's games alike."""
+    space = parse_params({"tune": {"selfplay_simulations": {"low": 16, "high": 256}}}).tune
+    study = optuna.create_study()
+    s = objectives.suggest(study.ask(), space, "selfplay")
+    assert 16 <= s.simulations <= 256 and "simulations" in s.as_params()
+    assert objectives.suggest(study.ask(), space, "search").simulations is None
+    assert objectives.selfplay_games(100, 32, 64) == 200 and objectives.selfplay_games(100, 128, 64) == 50
+    assert objectives.selfplay_games(3, 1000, 8) == 2  # at least one colour-balanced pair
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{mlflow_db}")
+    params = parse_params({**TINY, "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+                           "mcts": {"simulations": 8}, "selfplay": {"shard_games": 4, "games": 40},
+                           "train": {"epochs": 1, "batch_size": 16},
+                           "tune": {**TINY["tune"], "selfplay_generations": 1, "selfplay_games": 4,
+                                    "selfplay_simulations": {"low": 16, "high": 64}}})
+    assert objectives.default_settings(params, "selfplay").simulations == 16  # 8, clipped into the range
+    import zeroloop.pipeline.generation as generation
+
+    played = []
+    real = generation.selfplay_step
+
+    def counting(p, layout, gen, prev, **kw):
+        played.append((p.mcts.simulations, p.selfplay.games))
+        return real(p, layout, gen, prev, **kw)
+
+    monkeypatch.setattr(generation, "selfplay_step", counting)
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    st = tstudy.run_search_study(params, model=None, trials=2, study_name="sims", storage=storage, workers=1,
+                                 objective="selfplay", progress=False)
+    assert [t.state for t in st.trials] == [optuna.trial.TrialState.COMPLETE] * 2
+    assert played[0] == (16, 2)  # trial 0: today's settings clipped into the range, games scaled to keep 4 x 8
+    for (sims, games), t in zip(played, st.trials, strict=True):
+        assert sims == t.params["simulations"] and games == objectives.selfplay_games(4, sims, 8)
+    best = results.best_params_yaml(st, tmp_path / "best.yaml")
+    sims = best["params"]["mcts.simulations"]
+    assert best["params"]["selfplay.games"] == objectives.selfplay_games(40, sims, 8)
+
+
+def test_hyperband_pruner_and_the_validation_metric(tmp_path, monkeypatch):
+    """tune.pruner: hyperband is Optuna's; tune.metric: validation scores on
+    the pipeline's data/positions.json, and says so when it is missing."""
+    from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
+    from zeroloop.pipeline.data.layout import Layout
+    from zeroloop.pipeline.evaluation import positions_step
+
+    model = str(SHIPPED_DIR / "tictactoe.pt")
+    params = parse_params({**TINY, "tune": {**TINY["tune"], "metric": "validation", "pruner": "hyperband",
+                                            "rounds": 3, "simulations": 50},
+                           "evaluate": {"positions_per_group": 12}})
+    monkeypatch.chdir(tmp_path)
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    with pytest.raises(ValueError, match=r"data/positions.json, which does not exist yet; `dvc repro positions`"):
+        tstudy.run_search_study(params, model=model, trials=1, study_name="v0", storage=storage, workers=1,
+                                progress=False)
+    ps = positions_step(params, Layout(tmp_path))
+    study = tstudy.run_search_study(params, model=model, trials=3, study_name="v", storage=storage, workers=1,
+                                    progress=False)
+    assert isinstance(study.pruner, optuna.pruners.HyperbandPruner)
+    assert study.user_attrs["metric"] == "validation"
+    assert study.user_attrs["games_per_trial"] == len(ps.moves) == 12
+    default = objectives.default_settings(params, "search")
+    assert study.trials[0].value == objectives.model_score(params, model, default, seed=0, positions=ps)
+    assert sorted(study.trials[0].intermediate_values) == [0, 1, 2]

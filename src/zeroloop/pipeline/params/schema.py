@@ -176,8 +176,10 @@ class TuneParams(_Section):
     reference_playouts: playouts per move of the ``uct`` reference.
     pruner: ``median`` stops a trial whose running score is below the median of
         earlier trials at the same round (after 3 complete trials, never after the
-        first round); ``wilcoxon`` pairs each round's score with the best trial's on
-        the same openings (a signed-rank test; search objective only); ``none``.
+        first round); ``hyperband`` runs Optuna's Hyperband (successive halving
+        over brackets, the rounds or generations being the resource);
+        ``wilcoxon`` pairs each round's score with the best trial's on the same
+        openings (a signed-rank test; search objective only); ``none``.
     """
 
     c_puct: FloatRange = FloatRange(low=0.5, high=4.0, log=True)
@@ -187,17 +189,24 @@ class TuneParams(_Section):
         None, description="selfplay objective: also tune the root noise ({low: 0.1, high: 1, log: true})")
     dirichlet_epsilon: FloatRange | None = Field(
         None, description="selfplay objective: also tune the noise weight")
+    selfplay_simulations: IntRange | None = Field(
+        None, description="selfplay objective: also tune self-play's simulations per move "
+                          "(mcts.simulations), sampled on a log scale; a trial's games per generation "
+                          "scale with it so that games x simulations stays tune.selfplay_games x "
+                          "mcts.simulations (an equal search budget)")
     games: int = Field(60, ge=2, description="games per trial, colour-balanced pairs")
     rounds: int = Field(5, ge=1, le=100, description="intermediate reports per trial (for pruning)")
     simulations: int = Field(100, ge=1, le=100_000)
     opening_plies: int = Field(2, ge=0, le=20)
-    metric: Literal["match", "solver"] = Field(
+    metric: Literal["match", "solver", "validation"] = Field(
         "match", description="match: score against the reference; solver: 1 - move error rate "
-                             "against perfect play (tic-tac-toe; Connect Four with the solver extra)")
+                             "against perfect play on tune.solver_positions fresh positions (tic-tac-toe; "
+                             "Connect Four with the solver extra); validation: the same on the pipeline's "
+                             "validation positions (data/positions.json, never the held-out test set)")
     solver_positions: int = Field(200, ge=2, le=100_000, description="positions for metric: solver")
     reference: Literal["uct", "random", "greedy"] = "uct"
     reference_playouts: int = Field(1000, ge=1)
-    pruner: Literal["wilcoxon", "median", "none"] = "median"
+    pruner: Literal["wilcoxon", "median", "hyperband", "none"] = "median"
     selfplay_generations: int = Field(2, ge=1, le=100,
                                       description="selfplay objective: generations per trial")
     selfplay_games: int = Field(100, ge=1, description="selfplay objective: games per generation")

@@ -32,6 +32,7 @@ class TrialSettings:
     temperature_moves: int
     dirichlet_alpha: float | None = None  # selfplay objective, when tune: has a range for it
     dirichlet_epsilon: float | None = None
+    simulations: int | None = None  # selfplay objective, with tune.selfplay_simulations
 
     @property
     def schedule(self) -> MoveSchedule:
@@ -40,7 +41,7 @@ class TrialSettings:
     def as_params(self) -> dict[str, Any]:
         out = {"c_puct": self.c_puct, "temperature": self.temperature,
                "temperature_moves": self.temperature_moves}
-        for key in ("dirichlet_alpha", "dirichlet_epsilon"):
+        for key in ("dirichlet_alpha", "dirichlet_epsilon", "simulations"):
             if getattr(self, key) is not None:
                 out[key] = getattr(self, key)
         return out
@@ -53,11 +54,27 @@ def noise_dims(space: TuneParams, objective: str) -> list[str]:
     return [k for k in ("dirichlet_alpha", "dirichlet_epsilon") if getattr(space, k) is not None]
 
 
+def tunes_simulations(space: TuneParams, objective: str) -> bool:
+    """Whether self-play's simulations per move are a dimension: the selfplay
+    objective with a ``tune.selfplay_simulations`` range."""
+    return objective == "selfplay" and space.selfplay_simulations is not None
+
+
+def selfplay_games(games: int, simulations: int, default_simulations: int) -> int:
+    """Games a generation plays at ``simulations`` per move so that it searches
+    as much as ``games`` at ``default_simulations``: games x simulations kept
+    (rounded; at least 2, one colour-balanced pair)."""
+    return max(2, round(games * default_simulations / simulations))
+
+
 def suggest(trial, space: TuneParams, objective: str = "search") -> TrialSettings:
     """Sample one point of the search space (optuna ``Trial``)."""
     noise = {k: trial.suggest_float(k, getattr(space, k).low, getattr(space, k).high,
                                     log=getattr(space, k).log)
              for k in noise_dims(space, objective)}
+    if tunes_simulations(space, objective):
+        r = space.selfplay_simulations
+        noise["simulations"] = trial.suggest_int("simulations", max(1, r.low), r.high, log=True)
     return TrialSettings(
         c_puct=trial.suggest_float("c_puct", space.c_puct.low, space.c_puct.high, log=space.c_puct.log),
         temperature=trial.suggest_float("temperature", space.temperature.low, space.temperature.high),
@@ -89,6 +106,8 @@ def default_settings(params: Params, objective: str) -> TrialSettings:
     src = params.selfplay if objective == "selfplay" else params.evaluate
     clip = lambda v, r: min(max(v, r.low), r.high)  # noqa: E731
     noise = {k: clip(getattr(params.mcts, k), getattr(space, k)) for k in noise_dims(space, objective)}
+    if tunes_simulations(space, objective):
+        noise["simulations"] = int(clip(params.mcts.simulations, space.selfplay_simulations))
     return TrialSettings(c_puct=clip(params.mcts.c_puct, space.c_puct),
                          temperature=clip(src.temperature, space.temperature),
                          temperature_moves=int(clip(src.temperature_moves, space.temperature_moves)),
@@ -138,6 +157,35 @@ def solver_position_set(params: Params, seed: int, count: int | None = None, sal
     return make_position_set(game, count or params.tune.solver_positions, rng, scorer)
 
 
+def validation_position_set(params: Params, root: str | Path = "."):
+    """The pipeline's validation positions (``data/positions.json`` under
+    ``root``, as ``dvc repro positions`` made them): what ``tune.metric:
+    validation`` scores on. The held-out test set is never read."""
+    from zeroloop.engine.positions import PositionSet
+    from zeroloop.pipeline.data.layout import Layout
+    from zeroloop.pipeline.data.storage import read_json
+
+    path = Layout(Path(root)).positions
+    if not path.is_file():
+        raise ValueError(f"tune.metric: validation scores on {path}, which does not exist yet; "
+                         "`dvc repro positions` makes it")
+    ps = PositionSet.from_json(read_json(path))
+    if ps.game != params.game:
+        raise ValueError(f"tune.metric: validation: {path} holds {ps.game} positions, not {params.game}")
+    if not ps.moves:
+        raise ValueError(f"tune.metric: validation: {path} has no positions "
+                         "(evaluate.positions_per_group 0?)")
+    return ps
+
+
+def metric_positions(params: Params, seed: int):
+    """The positions a solver-scored study measures on: fresh ones
+    (``tune.metric: solver``) or the pipeline's validation set (``validation``)."""
+    if params.tune.metric == "validation":
+        return validation_position_set(params)
+    return solver_position_set(params, seed)
+
+
 def trial_moves(params: Params, model: str, settings: TrialSettings, states: list, *, seed: int
                 ) -> Iterator[tuple[np.ndarray, list[int]]]:
     """The moves ``model`` plays in ``states`` under the trial's ``settings``,
@@ -183,8 +231,8 @@ def model_score(params: Params, model: str, settings: TrialSettings, *, seed: in
                 workers: int | None = None, positions=None) -> float:
     """``tune.metric``: the match score against the reference, or the share
     of solver-labelled positions where the searched move keeps the result."""
-    if params.tune.metric == "solver":
-        positions = positions if positions is not None else solver_position_set(params, seed)
+    if params.tune.metric in ("solver", "validation"):
+        positions = positions if positions is not None else metric_positions(params, seed)
         return float(solver_correct(params, model, settings, positions, seed=seed, report=report).mean())
     return search_objective_score(params, model, settings, seed=seed, report=report, workers=workers)
 
@@ -205,7 +253,7 @@ def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: s
     p = trial_params(params, settings, seed, workers)
     layout = Layout(Path(workdir))
     default = TrialSettings(c_puct=params.mcts.c_puct, temperature=0.0, temperature_moves=0)
-    positions = solver_position_set(params, seed) if params.tune.metric == "solver" else None
+    positions = metric_positions(params, seed) if params.tune.metric in ("solver", "validation") else None
     init_step(p, layout)
     score = 0.0
     for gen in sorted(p.generations):
@@ -223,18 +271,22 @@ def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: s
 def trial_params(params: Params, settings: TrialSettings, seed: int, workers: int | None) -> Params:
     """params.yaml as one selfplay trial runs it: the sampled self-play
     settings, ``tune.selfplay_games`` games for ``tune.selfplay_generations``
-    generations, the study's seed."""
+    generations (scaled by :func:`selfplay_games` where the trial samples the
+    simulations), the study's seed."""
     from zeroloop.pipeline.params.schema import GenerationParams
 
     space = params.tune
     mcts = {"c_puct": settings.c_puct}
-    mcts.update({k: getattr(settings, k) for k in ("dirichlet_alpha", "dirichlet_epsilon")
+    mcts.update({k: getattr(settings, k) for k in ("dirichlet_alpha", "dirichlet_epsilon", "simulations")
                  if getattr(settings, k) is not None})
+    games = space.selfplay_games
+    if settings.simulations is not None:
+        games = selfplay_games(games, settings.simulations, params.mcts.simulations)
     return params.model_copy(update={
         "seed": seed,
         "mcts": params.mcts.model_copy(update=mcts),
         "selfplay": params.selfplay.model_copy(update={
-            "games": space.selfplay_games, "temperature": settings.temperature,
+            "games": games, "temperature": settings.temperature,
             "temperature_moves": settings.temperature_moves}),
         "generations": {g: GenerationParams(prev=g - 1) for g in range(1, space.selfplay_generations + 1)},
         "runtime": params.runtime.model_copy(update={"workers": workers or 0}),

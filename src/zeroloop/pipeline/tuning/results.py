@@ -15,6 +15,7 @@ from zeroloop.pipeline.tuning.objectives import (
     TrialSettings,
     candidate_player,
     reference_player,
+    selfplay_games,
     solver_correct,
     solver_position_set,
 )
@@ -31,7 +32,7 @@ def confirm_gain(params: Params, model: str, best: TrialSettings, default: Trial
     """
     game, space = params.make_game(), params.tune
     fresh = int(np.random.SeedSequence([seed, 0xC0F1]).generate_state(1)[0])
-    if space.metric == "solver":  # fresh positions, the same for both settings
+    if space.metric in ("solver", "validation"):  # fresh positions, the same for both settings
         positions = solver_position_set(params, fresh, count=space.confirm_games)
         per = {k: solver_correct(params, model, s, positions, seed=fresh).astype(float)
                for k, s in (("default", default), ("best", best))}
@@ -75,6 +76,11 @@ def best_params_yaml(study, path: str | Path, confirmed: dict[str, Any] | None =
     keys: dict[str, Any] = {"mcts.c_puct": round(best.params["c_puct"], 4)}
     if study.user_attrs.get("objective") == "selfplay":  # the settings self-play ran with
         keys.update({"selfplay.temperature": temp, "selfplay.temperature_moves": moves})
+        if "simulations" in best.params:  # the full run's games scaled as the trials' were
+            sims = int(best.params["simulations"])
+            keys["mcts.simulations"] = sims
+            keys["selfplay.games"] = selfplay_games(study.user_attrs["selfplay_games"], sims,
+                                                    study.user_attrs["selfplay_simulations"])
         keys.update({f"mcts.{k}": round(best.params[k], 4) for k in ("dirichlet_alpha", "dirichlet_epsilon")
                      if k in best.params})
     else:  # the settings the model played its matches with

@@ -14,9 +14,9 @@ from typing import Any
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.tuning.objectives import (
     default_settings,
+    metric_positions,
     model_score,
     selfplay_objective_score,
-    solver_position_set,
     suggest,
 )
 
@@ -143,15 +143,22 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
                          "use median (or none) with --objective selfplay")
     # Optuna's warning for a failed trial carries a whole traceback; the trial's line below says why
     optuna.logging.set_verbosity(optuna.logging.ERROR)
+    # steps: the rounds 0..rounds-1 of the search objective, the generations 1..G of selfplay
+    steps = params.tune.selfplay_generations if objective == "selfplay" else params.tune.rounds
     pruner = {"median": lambda: optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=1),
+              "hyperband": lambda: optuna.pruners.HyperbandPruner(
+                  min_resource=1, max_resource=max(steps, 2), reduction_factor=3),
               "wilcoxon": lambda: optuna.pruners.WilcoxonPruner(p_threshold=0.1),
               "none": optuna.pruners.NopPruner}[params.tune.pruner]()
     # the current settings go first, on the same openings: the gain of the best is measured against them
     sampler = optuna.samplers.TPESampler(seed=seed if sampler_seed is None else sampler_seed)
     study = open_study(study_name, storage, pruner=pruner, sampler=sampler,
                        first_trial=(default_settings(params, objective).as_params(), {"default": True}))
-    positions = solver_position_set(params, seed) if params.tune.metric == "solver" else None
+    positions = metric_positions(params, seed) if params.tune.metric in ("solver", "validation") else None
     study.set_user_attr("objective", objective)
+    if objective == "selfplay":  # what the full run's games scale from when simulations are tuned
+        study.set_user_attr("selfplay_games", params.selfplay.games)
+        study.set_user_attr("selfplay_simulations", params.mcts.simulations)
     study.set_user_attr("metric", params.tune.metric)
     # the sample size behind one trial's score: games, or solver positions
     study.set_user_attr("games_per_trial", len(positions.moves) if positions is not None
