@@ -76,3 +76,26 @@ def test_a_generation_with_every_learning_option_on(tmp_path):
     assert gate["games"] == 4 and "pair_ci95_low" in gate and gate["simulations"] == 8
     result = evaluate_step(p, layout, 1, progress=False)
     assert result["solver"]["positions"] == 5 and result["simulations"] == 8
+
+
+def test_an_othello_generation_is_measured_against_perfect_play(tmp_path):
+    """Othello 6x6 end to end through the generation steps: its endgame
+    positions, labelled by the exact solver, give each generation a move
+    error per group, as Connect Four's Pons positions do (and the candidate
+    comes from the weight average, train.ema_decay)."""
+    p = parse_params({"game": "othello-6x6", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+                      "mcts": {"simulations": 4}, "selfplay": {"games": 4, "shard_games": 2},
+                      "train": {"epochs": 1, "batch_size": 8, "ema_decay": 0.9},
+                      "gate": {"games": 2, "simulations": 4},
+                      "evaluate": {"games": 2, "simulations": 4, "uct_playouts": 5, "positions_per_group": 4},
+                      "generations": {"1": {"prev": 0}}, "runtime": {"workers": 1, "device": "cpu"}})
+    layout = Layout(tmp_path)
+    init_step(p, layout)
+    positions_step(p, layout)
+    selfplay_step(p, layout, 1, 0, progress=False)
+    train_step(p, layout, 1, 0, progress=False)
+    gate_step(p, layout, 1, 0, progress=False)
+    result = evaluate_step(p, layout, 1, progress=False)
+    solver = result["solver"]
+    assert solver["positions"] == 8 and list(solver["groups"]) == ["empties-1-7", "empties-8-14"]
+    assert all(0 <= g["search_error_rate"] <= 1 for g in solver["groups"].values())

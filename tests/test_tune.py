@@ -430,7 +430,7 @@ def test_selfplay_simulations_keep_the_search_budget(tmp_path, mlflow_db, monkey
     st = tstudy.run_search_study(params, model=None, trials=2, study_name="sims", storage=storage, workers=1,
                                  objective="selfplay", progress=False)
     assert [t.state for t in st.trials] == [optuna.trial.TrialState.COMPLETE] * 2
-    assert played[0] == (16, 2)  # trial 0: today's settings clipped into the range, games scaled to keep 4 x 8
+    assert played[0] == (16, 2)  # trial 0: today's settings clipped into the range, 4 x 8 kept
     for (sims, games), t in zip(played, st.trials, strict=True):
         assert sims == t.params["simulations"] and games == objectives.selfplay_games(4, sims, 8)
     best = results.best_params_yaml(st, tmp_path / "best.yaml")
@@ -451,7 +451,7 @@ def test_hyperband_pruner_and_the_validation_metric(tmp_path, monkeypatch):
                            "evaluate": {"positions_per_group": 12}})
     monkeypatch.chdir(tmp_path)
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
-    with pytest.raises(ValueError, match=r"data/positions.json, which does not exist yet; `dvc repro positions`"):
+    with pytest.raises(ValueError, match=r"positions.json, which does not exist yet; `dvc repro positions`"):
         tstudy.run_search_study(params, model=model, trials=1, study_name="v0", storage=storage, workers=1,
                                 progress=False)
     ps = positions_step(params, Layout(tmp_path))

@@ -1,5 +1,7 @@
 """Perfect players: exhaustive negamax for tic-tac-toe, the optional
-``bitbully`` solver for Connect Four. They label test positions
+``bitbully`` solver for Connect Four, an exact endgame solver for Othello
+(:mod:`zeroloop.engine.othello_endgame`, positions with at most 14 empty
+squares). They label test positions
 (:mod:`zeroloop.engine.positions`) and serve as the strongest opponents."""
 
 from __future__ import annotations
@@ -106,4 +108,8 @@ def perfect_scorer(game: Game) -> Callable[[State], dict[int, int]] | None:
             return PerfectConnectFour(rng, game).scores
         except RuntimeError:
             return None
+    if game.name.startswith("othello"):  # endgames only: positions with at most 14 empty squares
+        from zeroloop.engine.othello_endgame import OthelloEndgame
+
+        return OthelloEndgame(game).scores
     return None

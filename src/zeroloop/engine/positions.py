@@ -144,6 +144,63 @@ def make_position_set(game: Game, count: int, rng: np.random.Generator,
     return PositionSet(game.name, moves_out, labels)
 
 
+#: Othello endgame groups: (name, fewest, most empty squares)
+OTHELLO_GROUPS = (("empties-1-7", 1, 7), ("empties-8-14", 8, 14))
+
+
+def make_othello_endgame_set(game: Game, per_group: int, rng: np.random.Generator,
+                             scorer: Callable[[State], dict[int, int]], max_tries: int = 400,
+                             exclude: set[tuple[int, int]] = frozenset()) -> PositionSet:
+    """``per_group`` distinct Othello positions from random play in each of
+    :data:`OTHELLO_GROUPS` (by empty squares, at most 14: what the exact
+    endgame solver labels), each where the move choice matters (not every
+    legal move has the same result), none in ``exclude``. A RuntimeError
+    names the groups left short after ``per_group * max_tries`` tries."""
+    if not game.name.startswith("othello"):
+        raise ValueError(f"Othello endgame positions are for Othello, not {game.name}")
+    cells = game.rows * game.cols
+    need = {name: per_group for name, _, _ in OTHELLO_GROUPS}
+    seen: set[tuple[int, int]] = set(exclude)
+    rows: dict[str, list[tuple[list[int], np.ndarray]]] = {name: [] for name, _, _ in OTHELLO_GROUPS}
+    for _ in range(per_group * max_tries * len(OTHELLO_GROUPS)):
+        open_groups = [(g, lo, hi) for g, lo, hi in OTHELLO_GROUPS if need[g]]
+        if not open_groups:
+            break
+        most = max(hi for _, _, hi in open_groups)
+        # a random line long enough to leave at most `most` empty squares (passes make some longer)
+        s, seq = random_line(game, int(rng.integers(cells - 4 - most, game.max_moves)), rng)
+        empties = cells - (s.me | s.opp).bit_count()
+        group = next((g for g, lo, hi in open_groups if lo <= empties <= hi), None)
+        if group is None or (s.me, s.opp) in seen:
+            continue
+        seen.add((s.me, s.opp))
+        row = _label_row(game, scorer(s))
+        legal_vals = row[row != ILLEGAL]
+        if legal_vals.min() == legal_vals.max():
+            continue  # every move is as good as any other
+        need[group] -= 1
+        rows[group].append((seq, row))
+    short = {g: n for g, n in need.items() if n}
+    if short:
+        raise RuntimeError(f"random play gave too few positions for the groups {short} (missing per group)")
+    flat = [(g, seq, row) for g, _, _ in OTHELLO_GROUPS for seq, row in rows[g]]
+    return PositionSet(game.name, [seq for _, seq, _ in flat], np.stack([row for _, _, row in flat]),
+                       [g for g, _, _ in flat])
+
+
+def make_benchmark(game: Game, per_group: int, rng: np.random.Generator,
+                   scorer: Callable[[State], dict[int, int]],
+                   exclude: set[tuple[int, int]] = frozenset()) -> PositionSet:
+    """The position set a game is measured on: Connect Four in Pons' six
+    groups, Othello endgames in two groups by empty squares, any other game
+    (tic-tac-toe) in one group of positions where the choice matters."""
+    if game.name == "connect4":
+        return make_connect4_benchmark(game, per_group, rng, scorer, exclude=exclude)
+    if game.name.startswith("othello"):
+        return make_othello_endgame_set(game, per_group, rng, scorer, exclude=exclude)
+    return make_position_set(game, per_group, rng, scorer, exclude=exclude)
+
+
 def _label_row(game: Game, scores: dict[int, int]) -> np.ndarray:
     row = np.full(game.num_actions, ILLEGAL, np.int8)
     for a, v in scores.items():

@@ -13,8 +13,7 @@ from zeroloop.engine.positions import (
     PositionSet,
     decisive,
     group_errors,
-    make_connect4_benchmark,
-    make_position_set,
+    make_benchmark,
     move_errors,
     position_keys,
 )
@@ -55,10 +54,7 @@ def positions_step(p: Params, layout: Layout, *, test: bool = False) -> Position
         rng = np.random.default_rng(derive_seed(e.test_positions_seed, "test_positions"))
     else:
         rng = np.random.default_rng(derive_seed(e.positions_seed, "positions"))
-    if game.name == "connect4":
-        ps = make_connect4_benchmark(game, n, rng, scorer, exclude=exclude)
-    else:
-        ps = make_position_set(game, n, rng, scorer, exclude=exclude)
+    ps = make_benchmark(game, n, rng, scorer, exclude=exclude)
     write_json(out, ps.to_json())
     return ps
 

@@ -144,17 +144,22 @@ def search_objective_score(params: Params, model: str, settings: TrialSettings, 
 
 def solver_position_set(params: Params, seed: int, count: int | None = None, salt: int = 0x501):
     """Positions labelled by a perfect player (the same for every trial of a
-    study with this seed): random lines, kept where the choice matters."""
+    study with this seed): random lines, kept where the choice matters
+    (Othello: endgames, at least ``count`` of them, half per group)."""
     from zeroloop.engine.perfect import perfect_scorer
-    from zeroloop.engine.positions import make_position_set
+    from zeroloop.engine.positions import OTHELLO_GROUPS, make_othello_endgame_set, make_position_set
 
     game = params.make_game()
     scorer = perfect_scorer(game)
     if scorer is None:
-        raise ValueError(f"tune.metric: solver needs a perfect player for {game.name}: tic-tac-toe, or "
-                         "Connect Four with the solver extra (pip install -e '.[solver]')")
+        raise ValueError(f"tune.metric: solver needs a perfect player for {game.name}: tic-tac-toe, "
+                         "Othello (endgames), or Connect Four with the solver extra "
+                         "(pip install -e '.[solver]')")
     rng = np.random.default_rng(np.random.SeedSequence([seed, salt]))
-    return make_position_set(game, count or params.tune.solver_positions, rng, scorer)
+    count = count or params.tune.solver_positions
+    if game.name.startswith("othello"):  # the solver labels endgames only
+        return make_othello_endgame_set(game, -(-count // len(OTHELLO_GROUPS)), rng, scorer)
+    return make_position_set(game, count, rng, scorer)
 
 
 def validation_position_set(params: Params, root: str | Path = "."):
