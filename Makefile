@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup browser repro test test-fast lint bench serve ui docs clean
+.PHONY: setup browser gnugo repro test test-fast lint bench serve ui docs clean
 
 setup: $(STAMP)
 
@@ -28,11 +28,17 @@ browser:
 	@test -x $(CHROMIUM) || { echo "installing Debian's chromium for the browser test"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
+# Debian's GnuGo for the Go tests (tests/test_go.py checks the rules against it over GTP)
+GNUGO ?= /usr/games/gnugo
+gnugo:
+	@test -x $(GNUGO) || command -v gnugo >/dev/null || { echo "installing Debian's gnugo for the Go tests"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq gnugo >/dev/null; }
+
 # two test processes (pytest-xdist): most slow tests wait on servers and clusters more
 # than they compute; a module that starts a cluster or server once keeps its tests together
 TEST_WORKERS ?= 2
 
-test: $(STAMP) browser
+test: $(STAMP) browser gnugo
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: $(STAMP)

@@ -99,3 +99,26 @@ def test_an_othello_generation_is_measured_against_perfect_play(tmp_path):
     solver = result["solver"]
     assert solver["positions"] == 8 and list(solver["groups"]) == ["empties-1-7", "empties-8-14"]
     assert all(0 <= g["search_error_rate"] <= 1 for g in solver["groups"].values())
+
+
+@pytest.mark.parametrize("game", ["go-5", "gomoku"])
+def test_a_generation_without_a_perfect_player_runs_through_every_step(tmp_path, game):
+    """Go 5x5 and gomoku through init, self-play, training, the gate and the
+    evaluation (against random play and rollout UCT): no perfect player, so
+    an empty position set, which the evaluation must read back."""
+    p = parse_params({"game": game, "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+                      "mcts": {"simulations": 4}, "selfplay": {"games": 4, "shard_games": 2},
+                      "train": {"epochs": 1, "batch_size": 8},
+                      "gate": {"games": 2, "simulations": 4},
+                      "evaluate": {"games": 2, "simulations": 4, "uct_playouts": 5},
+                      "generations": {"1": {"prev": 0}}, "runtime": {"workers": 1, "device": "cpu"}})
+    layout = Layout(tmp_path)
+    init_step(p, layout)
+    assert positions_step(p, layout).moves == []  # no perfect player: an empty set with its note
+    summary, _ = selfplay_step(p, layout, 1, 0, progress=False)
+    assert summary["positions"] > 0
+    train_step(p, layout, 1, 0, progress=False)
+    gate, _ = gate_step(p, layout, 1, 0, progress=False)
+    result = evaluate_step(p, layout, 1, progress=False)
+    assert gate["games"] == 2 and "solver" not in result
+    assert {"vs_random", "vs_uct"} <= set(result)

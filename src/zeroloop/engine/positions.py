@@ -110,7 +110,9 @@ class PositionSet:
 
     @classmethod
     def from_json(cls, data: dict) -> PositionSet:
-        labels = np.asarray(data["labels"], np.int8).reshape(len(data["labels"]), -1)
+        rows = data["labels"]
+        # an empty set (a game with no perfect player) has no rows to take a width from
+        labels = np.asarray(rows, np.int8).reshape(len(rows), -1) if rows else np.zeros((0, 0), np.int8)
         return cls(data["game"], [list(m) for m in data["moves"]], labels, list(data.get("groups", [])))
 
 

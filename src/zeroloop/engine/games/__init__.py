@@ -15,12 +15,14 @@ from zeroloop.engine.games.base import (
 )
 from zeroloop.engine.games.check import GameCheckError, GameReport, check_game
 from zeroloop.engine.games.connect4 import ConnectFour
+from zeroloop.engine.games.go import Go, GoState
 from zeroloop.engine.games.gomoku import Gomoku
 from zeroloop.engine.games.othello import Othello
 from zeroloop.engine.games.tictactoe import TicTacToe
 
 __all__ = [
-    "ENTRY_POINT_GROUP", "GAME_NAMES", "ConnectFour", "Game", "GameCheckError", "GameReport", "Gomoku",
+    "ENTRY_POINT_GROUP", "GAME_NAMES", "ConnectFour", "Game", "GameCheckError", "GameReport", "Go", "GoState",
+    "Gomoku",
     "IllegalMoveError", "Othello", "State", "Symmetry", "TicTacToe", "check_game", "first_player_result",
     "make_game", "random_line", "register_game", "unregister_game",
 ]
@@ -33,6 +35,8 @@ GAME_NAMES = {
     "gomoku-RxC-K": "m,n,k-game: R rows, C columns, K in a row, e.g. gomoku-8x8-5",
     "othello": "Othello 8x8 (same as othello-8x8)",
     "othello-6x6": "Othello 6x6",
+    "go-9": "Go 9x9, Tromp-Taylor rules, komi 7.5 (go-7: 7x7, komi 9; go-N or go-NxN: N x N)",
+    "go-N-komiK": "Go N x N with komi K, e.g. go-9-komi6.5",
 }
 
 
@@ -98,7 +102,17 @@ def _builtin(key: str) -> Game | None:
         return Othello(8)
     if key == "othello-6x6":
         return Othello(6)
+    if m := re.fullmatch(r"go-(\d+)(?:x(\d+))?(?:-komi(-?\d+(?:\.\d+)?))?", key):
+        if m.group(2) is not None and m.group(2) != m.group(1):
+            raise ValueError(f"{name_hint(key)}: Go boards here are square")
+        size = int(m.group(1))
+        komi = float(m.group(3)) if m.group(3) is not None else None
+        return Go(size, komi)
     return None
+
+
+def name_hint(key: str) -> str:
+    return f"game {key!r}"
 
 
 def _entry_point(key: str) -> Callable[[], Game] | None:

@@ -1,0 +1,233 @@
+"""Go on small square boards (``go-7``, ``go-9``, ``go-NxN``), Tromp-Taylor rules.
+
+* Stones with no liberty are captured: after a move, the opponent's groups
+  without a liberty are removed first, then the mover's own; a move that
+  would leave its own group without a liberty (suicide) is illegal.
+* Positional superko: a move may not recreate a board position (the stones
+  alone, whoever is to move) that occurred earlier in the game, which covers
+  simple ko.
+* ``pass`` is an action (index ``size * size``, the last one), always legal.
+  Two passes in a row end the game; so does reaching :attr:`Go.max_moves`
+  plies (three times the cells), after which the position is scored as it
+  stands.
+* Area scoring: a player's stones plus the empty points from which only
+  that player's stones can be reached; White gets ``komi`` on top. Black
+  (X) moves first. Default komi: 9 on 7x7 (its known fair value: perfect
+  play wins by 9 for Black, so 9 makes it a draw) and 7.5 elsewhere.
+
+Moves are written as GTP writes them: a column letter (``I`` skipped) and a
+row number counted from the bottom (``D4``, ``C7``), and ``pass``.
+
+A :class:`GoState` carries, beyond the shared fields, the consecutive passes
+and every earlier board (for superko). The network sees the usual four
+planes (own stones, the opponent's, the last move, the colour).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from zeroloop.engine.games.base import IllegalMoveError, State, Symmetry
+from zeroloop.engine.games.bitboard import BitboardGame
+
+#: GTP's column letters: A-Z without I
+COLUMNS = "ABCDEFGHJKLMNOPQRSTUVWXYZ"
+_TOKEN = re.compile(r"\s*(pass|[a-hj-zA-HJ-Z]\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class GoState(State):
+    """A Go position: ``passes`` in a row just played, and ``seen``, every
+    board of the game so far as ``(black, white)`` bitboards (this one
+    included), which positional superko forbids repeating."""
+
+    passes: int = 0
+    seen: frozenset = frozenset()
+
+
+def default_komi(size: int) -> float:
+    return 9.0 if size == 7 else 7.5
+
+
+class Go(BitboardGame):
+    def __init__(self, size: int = 9, komi: float | None = None) -> None:
+        if not 2 <= size <= 19:
+            raise ValueError(f"go board size {size}: must be 2-19")
+        self.rows = self.cols = self.size = size
+        self.komi = default_komi(size) if komi is None else float(komi)
+        self.name = f"go-{size}" if komi is None or self.komi == default_komi(size) else \
+            f"go-{size}-komi{self.komi:g}"
+        self.pass_action = size * size
+        self.num_actions = size * size + 1
+        self.max_moves = 3 * size * size
+        self.stride = size + 1  # a padding bit per row: no shift wraps round
+        self._setup_bits()
+        self._start = GoState(0, 0, seen=frozenset({(0, 0)}))
+
+    def initial_state(self) -> GoState:
+        return self._start
+
+    # -- stones -----------------------------------------------------------
+    def _around(self, x: int) -> int:
+        """The cells next to the stones of ``x``, on the board."""
+        s = self.stride
+        return ((x << 1) | (x >> 1) | (x << s) | (x >> s)) & self.board_bits
+
+    def group(self, stone: int, stones: int) -> int:
+        """The chain of ``stones`` connected to the bit ``stone``."""
+        g, frontier = stone, stone
+        while frontier:
+            frontier = self._around(frontier) & stones & ~g
+            g |= frontier
+        return g
+
+    def _play_stone(self, me: int, opp: int, bit: int) -> tuple[int, int] | None:
+        """The boards (mover, opponent) after the mover plays ``bit`` on an
+        empty point, with captures; None when it is suicide."""
+        me |= bit
+        empty = self.board_bits & ~(me | opp)
+        touching = self._around(bit) & opp
+        while touching:
+            stone = touching & -touching
+            g = self.group(stone, opp)
+            touching &= ~g
+            if not self._around(g) & empty:
+                opp &= ~g
+                empty |= g
+        if not self._around(self.group(bit, me)) & empty:
+            return None
+        return me, opp
+
+    def _boards(self, state: State, me: int, opp: int) -> tuple[int, int]:
+        """(black, white) for the mover's and the opponent's stones."""
+        return (me, opp) if state.ply % 2 == 0 else (opp, me)
+
+    def _legal_point(self, state: GoState, a: int) -> tuple[int, int] | None:
+        bit = self.cell_bits[a]
+        if (state.me | state.opp) & bit:
+            return None
+        after = self._play_stone(state.me, state.opp, bit)
+        if after is None or self._boards(state, *after) in state.seen:
+            return None
+        return after
+
+    def legal_mask(self, state: State) -> np.ndarray:
+        mask = np.zeros(self.num_actions, dtype=bool)
+        if state.outcome is not None:
+            return mask
+        empty = self.board_bits & ~(state.me | state.opp)
+        for a in np.flatnonzero(self.bits_to_cells([empty])[0]).tolist():
+            mask[a] = self._legal_point(state, a) is not None
+        mask[self.pass_action] = True
+        return mask
+
+    def apply(self, state: State, action: int) -> GoState:
+        self._check_action(state, action)
+        ply = state.ply + 1
+        if action == self.pass_action:
+            passes = state.passes + 1
+            nxt = GoState(state.opp, state.me, ply, action, None, passes, state.seen)
+        else:
+            after = self._legal_point(state, action)
+            if after is None:
+                raise IllegalMoveError(self._why_illegal(state, action))
+            me, opp = after
+            nxt = GoState(opp, me, ply, action, None, 0, state.seen | {self._boards(state, me, opp)})
+        if nxt.passes >= 2 or ply >= self.max_moves:
+            diff = self.score(nxt)  # Black's lead
+            black_to_move = ply % 2 == 0
+            outcome = float(np.sign(diff if black_to_move else -diff))
+            nxt = GoState(nxt.me, nxt.opp, ply, action, outcome, nxt.passes, nxt.seen)
+        return nxt
+
+    def _why_illegal(self, state: State, action: int) -> str:
+        where = self.format_action(action)
+        bit = self.cell_bits[action]
+        if (state.me | state.opp) & bit:
+            return f"{where} is occupied"
+        if self._play_stone(state.me, state.opp, bit) is None:
+            return f"{where} is suicide (the stone's group would have no liberty)"
+        return f"{where} repeats an earlier position (superko)"
+
+    # -- scoring ----------------------------------------------------------
+    def area(self, black: int, white: int) -> tuple[int, int]:
+        """Tromp-Taylor area: each side's stones plus the empty points that
+        reach only its stones."""
+        empty = self.board_bits & ~(black | white)
+        b_area, w_area = black.bit_count(), white.bit_count()
+        while empty:
+            region = self.group(empty & -empty, empty)
+            empty &= ~region
+            edge = self._around(region)
+            if edge & black and not edge & white:
+                b_area += region.bit_count()
+            elif edge & white and not edge & black:
+                w_area += region.bit_count()
+        return b_area, w_area
+
+    def score(self, state: State) -> float:
+        """Black's area minus White's, minus komi: positive when Black leads."""
+        b, w = self.area(*self._boards(state, state.me, state.opp))
+        return b - w - self.komi
+
+    # -- symmetries -------------------------------------------------------
+    def symmetries(self) -> list[Symmetry]:
+        return self._dihedral(["identity", "flip_lr", "flip_ud", "rot180",
+                               "transpose", "rot90", "rot270", "anti_transpose"])
+
+    def _map_board(self, bits: int, sym: Symmetry) -> int:
+        return self.cells_to_bits(self.bits_to_cells([bits])[0][sym.cell_src])
+
+    def transform(self, state: State, sym: Symmetry) -> GoState:
+        last = sym.action(state.last) if state.last >= 0 else -1
+        seen = frozenset((self._map_board(b, sym), self._map_board(w, sym)) for b, w in state.seen)
+        return GoState(self._map_board(state.me, sym), self._map_board(state.opp, sym), state.ply, last,
+                       state.outcome, state.passes, seen)
+
+    # -- notation ---------------------------------------------------------
+    def _col_label(self, c: int) -> str:
+        return COLUMNS[c]
+
+    def format_action(self, action: int) -> str:
+        if action == self.pass_action:
+            return "pass"
+        r, c = divmod(action, self.cols)
+        return f"{COLUMNS[c]}{self.rows - r}"
+
+    def parse_action(self, text: str) -> int:
+        t = text.strip().upper()
+        if t == "PASS":
+            return self.pass_action
+        m = re.fullmatch(r"([A-Z])(\d+)", t)
+        if not m or m.group(1) == "I":
+            raise IllegalMoveError(f"{text!r} is not a point like 'D4' (no I column) or 'pass'")
+        c, row = COLUMNS.index(m.group(1)), int(m.group(2))
+        if not (c < self.cols and 1 <= row <= self.rows):
+            raise IllegalMoveError(f"{text!r} is off the {self.rows}x{self.cols} board")
+        return (self.rows - row) * self.cols + c
+
+    def format_moves(self, actions: Sequence[int]) -> str:
+        return " ".join(self.format_action(a) for a in actions)
+
+    def parse_moves(self, text: str) -> list[int]:
+        out, pos, text = [], 0, text.strip()
+        while pos < len(text):
+            m = _TOKEN.match(text, pos)
+            if not m:
+                raise IllegalMoveError(f"cannot read a move at {text[pos:].split()[0]!r}")
+            out.append(self.parse_action(m.group(1)))
+            pos = m.end()
+            while pos < len(text) and text[pos] in " ,;\t":
+                pos += 1
+        return out
+
+    def render(self, state: State) -> str:
+        text = super().render(state)
+        b, w = self.area(*self._boards(state, state.me, state.opp))
+        lead = b - w - self.komi
+        margin = "" if lead == 0 else f" ({'X' if lead > 0 else 'O'} by {abs(lead):g})"
+        return f"{text}\narea X {b} - O {w}, komi {self.komi:g}{margin}"
