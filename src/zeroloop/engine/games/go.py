@@ -26,13 +26,13 @@ planes (own stones, the opponent's, the last move, the colour).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from zeroloop.engine.games.base import IllegalMoveError, State, Symmetry
 from zeroloop.engine.games.bitboard import BitboardGame
+from zeroloop.engine.games.text import TokenNotation
 
 #: GTP's column letters: A-Z without I
 COLUMNS = "ABCDEFGHJKLMNOPQRSTUVWXYZ"
@@ -53,7 +53,9 @@ def default_komi(size: int) -> float:
     return 9.0 if size == 7 else 7.5
 
 
-class Go(BitboardGame):
+class Go(TokenNotation, BitboardGame):
+    _token = _TOKEN
+
     def __init__(self, size: int = 9, komi: float | None = None) -> None:
         if not 2 <= size <= 19:
             raise ValueError(f"go board size {size}: must be 2-19")
@@ -209,21 +211,6 @@ class Go(BitboardGame):
         if not (c < self.cols and 1 <= row <= self.rows):
             raise IllegalMoveError(f"{text!r} is off the {self.rows}x{self.cols} board")
         return (self.rows - row) * self.cols + c
-
-    def format_moves(self, actions: Sequence[int]) -> str:
-        return " ".join(self.format_action(a) for a in actions)
-
-    def parse_moves(self, text: str) -> list[int]:
-        out, pos, text = [], 0, text.strip()
-        while pos < len(text):
-            m = _TOKEN.match(text, pos)
-            if not m:
-                raise IllegalMoveError(f"cannot read a move at {text[pos:].split()[0]!r}")
-            out.append(self.parse_action(m.group(1)))
-            pos = m.end()
-            while pos < len(text) and text[pos] in " ,;\t":
-                pos += 1
-        return out
 
     def render(self, state: State) -> str:
         text = super().render(state)

@@ -10,17 +10,19 @@ move and the side with more discs wins. Black (X) moves first.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 import numpy as np
 
 from zeroloop.engine.games.base import IllegalMoveError, State
 from zeroloop.engine.games.bitboard import BitboardGame
+from zeroloop.engine.games.text import TokenNotation
 
 _TOKEN = re.compile(r"\s*(pass|[a-zA-Z]\d+)", re.IGNORECASE)
 
 
-class Othello(BitboardGame):
+class Othello(TokenNotation, BitboardGame):
+    _token = _TOKEN
+
     def __init__(self, size: int = 8) -> None:
         if size not in (6, 8):
             raise ValueError(f"othello size {size}: must be 6 or 8")
@@ -123,21 +125,6 @@ class Othello(BitboardGame):
         if not (0 <= c < self.cols and 0 <= r < self.rows):
             raise IllegalMoveError(f"{text!r} is off the {self.rows}x{self.cols} board")
         return r * self.cols + c
-
-    def format_moves(self, actions: Sequence[int]) -> str:
-        return " ".join(self.format_action(a) for a in actions)
-
-    def parse_moves(self, text: str) -> list[int]:
-        out, pos, text = [], 0, text.strip()
-        while pos < len(text):
-            m = _TOKEN.match(text, pos)
-            if not m:
-                raise IllegalMoveError(f"cannot read a move at {text[pos:].split()[0]!r}")
-            out.append(self.parse_action(m.group(1)))
-            pos = m.end()
-            while pos < len(text) and text[pos] in " ,\t":
-                pos += 1
-        return out
 
     def render(self, state: State) -> str:
         text = super().render(state)

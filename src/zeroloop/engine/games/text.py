@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from zeroloop.engine.games.base import IllegalMoveError, State
@@ -50,6 +51,30 @@ class BoardText:
 
     def _col_label(self, c: int) -> str:
         return "abcdefghijklmnopqrstuvwxyz"[c]
+
+
+class TokenNotation:
+    """Moves written as tokens, a cell like ``d3`` or ``D4`` or ``pass``,
+    separated by spaces or commas or run together (``"f5d6c3"``). A game sets
+    ``_token``, a compiled pattern whose group 1 is one move, and implements
+    ``format_action`` and ``parse_action``."""
+
+    _token: re.Pattern
+
+    def format_moves(self, actions: Sequence[int]) -> str:
+        return " ".join(self.format_action(a) for a in actions)
+
+    def parse_moves(self, text: str) -> list[int]:
+        out, pos, text = [], 0, text.strip()
+        while pos < len(text):
+            m = self._token.match(text, pos)
+            if not m:
+                raise IllegalMoveError(f"cannot read a move at {text[pos:].split()[0]!r}")
+            out.append(self.parse_action(m.group(1)))
+            pos = m.end()
+            while pos < len(text) and text[pos] in " ,;\t":
+                pos += 1
+        return out
 
 
 class DigitNotation:
