@@ -115,6 +115,12 @@ def cmd_play(args: argparse.Namespace) -> int:
         return 130
 
 
+def cmd_gtp(args: argparse.Namespace) -> int:
+    from zeroloop.apps.gtp import main
+
+    return main(args.game, args.model, args.sims, args.root, args.device, args.seed)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from zeroloop.apps.server import serve
 
@@ -259,6 +265,25 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("--seed", type=int, default=0, help="seed (for the untrained network)")
     pl.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
     pl.set_defaults(func=cmd_play)
+
+    gt = sub.add_parser(
+        "gtp", help="a model as a Go engine over GTP (for Sabaki, GoGui, twogtp)",
+        description="Speak the Go Text Protocol (version 2) on standard input and output, so GUIs "
+                    "(Sabaki, GoGui) and match tools (GnuGo's twogtp, gogui-twogtp) can drive a model. "
+                    "genmove searches --sims simulations and plays the most-visited move. Commands: "
+                    "protocol_version, name, version, known_command, list_commands, boardsize, "
+                    "clear_board, komi, play, genmove, undo, showboard, final_score, quit. Bad input "
+                    "gets a '?' answer and the engine keeps running.",
+        epilog="Example: gogui -program 'zeroloop gtp --game go-9 --model champion'. Models: a file, "
+               "or an id (champion, genN, random: an untrained network, which plays any board size).")
+    gt.add_argument("--game", default="go-9", help="go-9 (default), go-7, go-N or go-N-komiK")
+    gt.add_argument("--model", help="model file or id (default: the pipeline's champion for the game, "
+                                    "else an untrained network)")
+    gt.add_argument("--sims", type=int, default=200, help="simulations per genmove (default 200)")
+    gt.add_argument("--root", default=".", help="project directory with models/ (default .)")
+    gt.add_argument("--seed", type=int, default=0, help="seed (for the untrained network)")
+    gt.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
+    gt.set_defaults(func=cmd_gtp)
 
     sv = sub.add_parser(
         "serve", help="web page: play the models, view recorded games",

@@ -116,6 +116,29 @@ def board_view(game: Game, state: State) -> dict[str, Any]:
 SEARCH_CHUNK = 256
 
 
+def searched_move(game: Game, evaluator, state: State, sims: int, rng: np.random.Generator,
+                  cancel: threading.Event | None = None):
+    """The move a model plays in ``state``: ``sims`` simulations of PUCT
+    (no noise), then the most-visited move, as matches play; with the
+    search's result (visits, values). The search runs in chunks of
+    :data:`SEARCH_CHUNK` simulations (the same tree as one call); when
+    ``cancel`` is set between two chunks it stops with a 499 PlayError."""
+    from zeroloop.engine.search import BatchedMCTS, SearchConfig
+
+    search = BatchedMCTS(game, evaluator, SearchConfig(simulations=sims), 1, rng=rng)
+    search.set_root(0, state)
+    done = 0
+    while done < sims:
+        if cancel is not None and cancel.is_set():
+            raise PlayError("the search was cancelled (the client went away)", 499)
+        n = min(SEARCH_CHUNK, sims - done)
+        res = search.search([0], simulations=n)
+        done += n
+    del search  # the tree: up to ~30 MB at 20000 simulations in Othello
+    (best,) = chosen_moves(res, [state.ply])
+    return best, res
+
+
 @dataclass
 class PlaySession:
     """One game of a human against a searching model (temperature 0, no noise)."""
@@ -177,28 +200,13 @@ class PlaySession:
     def ai_move(self, cancel: threading.Event | None = None) -> dict[str, Any]:
         """Search, play the most-visited move, and return what the search saw:
         the value for the AI (-1..1) and the visit share of each legal move.
-
-        The search runs in chunks of :data:`SEARCH_CHUNK` simulations (the same
-        tree as one call); when ``cancel`` is set between two chunks it stops
-        with a 499 PlayError and no move is played."""
+        A cancelled search (:func:`searched_move`) plays no move."""
         self._check_running()
         if self.human_to_move:
             raise PlayError("it is your turn, not the AI's", 409)
-        from zeroloop.engine.search import BatchedMCTS, SearchConfig
-
         g, state = self.game, self.state
-        search = BatchedMCTS(g, self.evaluator, SearchConfig(simulations=self.sims), 1, rng=self.rng)
-        search.set_root(0, state)
-        done = 0
-        while done < self.sims:
-            if cancel is not None and cancel.is_set():
-                raise PlayError("the search was cancelled (the client went away)", 499)
-            n = min(SEARCH_CHUNK, self.sims - done)
-            res = search.search([0], simulations=n)
-            done += n
-        del search  # the tree: up to ~30 MB at 20000 simulations in Othello
+        best, res = searched_move(g, self.evaluator, state, self.sims, self.rng, cancel)
         legal = np.flatnonzero(g.legal_mask(state))
-        (best,) = chosen_moves(res, [state.ply])  # the most-visited move, as matches play
         visits, q = res.visits[0], res.q[0]
         total = float(visits[legal].sum()) or 1.0
         info = {

@@ -1,0 +1,108 @@
+"""`zeroloop gtp` over its real command line: a scripted GTP session, and
+whole games against GnuGo, each engine driving the other over GTP."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zeroloop.engine.games import make_game
+from zeroloop.engine.gtp_client import GtpEngine, GtpError, find_gnugo, gnugo_command
+
+ZEROLOOP = [str(Path(sys.executable).parent / "zeroloop"), "gtp"]
+
+
+def test_a_scripted_session_answers_every_command_and_survives_bad_input():
+    script = "\n".join([
+        "1 protocol_version", "name", "known_command genmove", "known_command fly", "list_commands",
+        "boardsize 7", "komi 6.5", "play black D4", "play white D4", "play b Z9", "play purple C3",
+        "play w I3", "frobnicate", "2 genmove white", "play b D4", "undo", "undo", "final_score",
+        "boardsize 30", "showboard", "# a comment line", "3 quit", "name"]) + "\n"
+    out = subprocess.run([*ZEROLOOP, "--game", "go-7", "--model", "random", "--sims", "8"], input=script,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    answers = out.stdout.split("\n\n")
+    assert answers[-1] == ""  # every answer ends with an empty line
+    answers = answers[:-1]
+    assert answers[:4] == ["=1 2", "= zeroloop", "= true", "= false"]
+    assert set(answers[4].removeprefix("= ").splitlines()) >= {"genmove", "play", "undo", "final_score"}
+    assert answers[5:8] == ["=", "=", "="]
+    assert answers[8] == "? illegal move: D4 is occupied"
+    assert answers[9].startswith("? invalid vertex") and "off the 7x7 board" in answers[9]
+    assert answers[10] == "? invalid color 'purple': black or white"
+    assert answers[11].startswith("? invalid vertex") and "no I column" in answers[11]
+    assert answers[12] == "? unknown command"
+    move = answers[13].removeprefix("=2 ")
+    game = make_game("go-7")
+    assert game.parse_action(move) != game.parse_action("D4")  # a legal move of White's
+    assert answers[14] == "? illegal move: D4 is occupied"
+    assert answers[15:17] == ["=", "="]  # White's move, then Black's D4
+    assert answers[17] == "= W+6.5"  # the empty board again: komi alone
+    assert answers[18] == "? unacceptable size"
+    assert "A  B  C  D  E  F  G" in answers[19] and "X to move" in answers[19]
+    assert answers[20] == "=3" and len(answers) == 21  # nothing is read after quit
+
+
+def test_a_trained_size_is_kept_and_a_bad_model_is_one_line(tmp_path):
+    import torch
+
+    from zeroloop.engine.nn import NetConfig, PolicyValueNet
+    from zeroloop.pipeline.data.storage import save_model
+
+    game = make_game("go-5")
+    torch.manual_seed(0)
+    model = tmp_path / "go5.pt"
+    save_model(model, PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8)), game)
+    out = subprocess.run([*ZEROLOOP, "--game", "go-5", "--model", str(model), "--sims", "4"],
+                         input="boardsize 9\nboardsize 5\ngenmove b\nquit\n", capture_output=True, text=True,
+                         timeout=120)
+    answers = out.stdout.split("\n\n")
+    assert answers[0] == "? unacceptable size: the model plays 5x5" and answers[1] == "="
+    assert answers[2].startswith("= ")
+    bad = subprocess.run([*ZEROLOOP, "--game", "go-7", "--model", str(model)], input="quit\n",
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "model is for 'go-5', not 'go-7'" in bad.stderr
+    assert subprocess.run([*ZEROLOOP, "--game", "connect4"], capture_output=True, text=True,
+                          timeout=120).returncode == 2
+
+
+def _play(black: GtpEngine, white: GtpEngine, size: int, cap: int) -> list[str]:
+    """One game, each engine's genmove played on the other; the moves."""
+    for e in (black, white):
+        e.send(f"boardsize {size}")
+        e.send("clear_board")
+        e.send("komi 9")
+    moves, passes = [], 0
+    engines = [("black", black, white), ("white", white, black)]
+    while passes < 2 and len(moves) < cap:
+        colour, mover, other = engines[len(moves) % 2]
+        move = mover.send(f"genmove {colour}")
+        if move.lower() == "resign":
+            break
+        other.send(f"play {colour} {move}")
+        moves.append(move)
+        passes = passes + 1 if move.lower() == "pass" else 0
+    return moves
+
+
+def test_whole_games_against_gnugo_over_gtp():
+    """zeroloop's engine (an untrained net, 8 simulations) and GnuGo level 1
+    on 7x7, each colour once: every move one engine makes the other accepts
+    as legal, to the end of the game; our score of the end is the rules'."""
+    if find_gnugo() is None:
+        pytest.fail("GnuGo is not installed: `make gnugo` installs Debian's package (/usr/games/gnugo)")
+    game = make_game("go-7")
+    cmd = [*ZEROLOOP, "--game", "go-7", "--model", "random", "--sims", "8"]
+    for ours_black in (True, False):
+        with GtpEngine(cmd, name="zeroloop") as ours, GtpEngine(gnugo_command(1, seed=1)) as gnugo:
+            black, white = (ours, gnugo) if ours_black else (gnugo, ours)
+            moves = _play(black, white, 7, cap=game.max_moves)
+            assert len(moves) > 10
+            state = game.play(game.parse_moves(" ".join(moves)))
+            lead = game.score(state)
+            expected = "0" if lead == 0 else f"{'B' if lead > 0 else 'W'}+{abs(lead):g}"
+            assert ours.send("final_score") == expected
+            assert state.outcome is not None  # two passes (or the move cap) ended it
+            with pytest.raises(GtpError, match="the game is over"):
+                ours.send("genmove black")
