@@ -208,3 +208,49 @@ def test_legal_moves_and_final_scores_agree_with_gnugo(size, seeds):
             scored += 1
     assert scored >= 3  # (7x7: 4 of 5 games end with every stone alive; 9x9: 3 of 7)
     assert size != 9 or superko > 0  # the 9x9 games reach a position where only superko forbids a move
+
+
+def test_evaluation_plays_gnugo_and_says_when_it_is_missing(tmp_path, monkeypatch, capsys):
+    """evaluate.gnugo_level: the generation's model plays GnuGo (colour-
+    balanced, GnuGo over GTP from the opening on), a baseline like UCT in
+    eval.json; without GnuGo the evaluation says so in one line and goes on."""
+    from zeroloop.pipeline.data.layout import Layout
+    from zeroloop.pipeline.evaluation import evaluate_step, positions_step
+    from zeroloop.pipeline.generation import init_step
+    from zeroloop.pipeline.params import parse_params
+
+    p = parse_params({"game": "go-5", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+                      "evaluate": {"games": 4, "simulations": 4, "uct_playouts": 5, "opening_plies": 2,
+                                   "gnugo_level": 1},
+                      "runtime": {"workers": 1, "device": "cpu"}})
+    layout = Layout(tmp_path)
+    init_step(p, layout)
+    positions_step(p, layout)  # no perfect player for Go: an empty set
+    layout.model(1).parent.mkdir(parents=True, exist_ok=True)
+    layout.model(1).write_bytes(layout.model(0).read_bytes())
+    result = evaluate_step(p, layout, 1, progress=False)
+    g = result["vs_gnugo1"]
+    assert g["opponent"] == "gnugo1" and g["wins"] + g["draws"] + g["losses"] == 4
+    assert 0 <= g["score"] <= 1 and g["ci95_low"] <= g["score"] <= g["ci95_high"]
+    monkeypatch.setenv("ZEROLOOP_GNUGO", str(tmp_path / "no-gnugo"))
+    capsys.readouterr()
+    result = evaluate_step(p, layout, 1, progress=False)
+    assert "vs_gnugo1" not in result and "vs_uct" in result
+    assert "GnuGo is not installed, so no games against gnugo1" in capsys.readouterr().err
+
+
+def test_gnugo_as_a_match_player_beats_random_play():
+    """GtpPlayer: GnuGo set up on each opening position and told every move,
+    in games run side by side; it beats random play every game, as either
+    colour, and leaves no engine running."""
+    from zeroloop.engine.arena import make_openings, play_games
+    from zeroloop.engine.gtp_client import GtpPlayer, gnugo_command
+    from zeroloop.engine.players import RandomPlayer
+
+    game = make_game("go-7")
+    rng = np.random.default_rng(0)
+    gnugo = GtpPlayer(game, gnugo_command(1, seed=0), "gnugo1")
+    results = play_games(game, gnugo, RandomPlayer(game, rng), make_openings(game, 2, 3, rng))
+    assert len(results) == 6 and {r.a_first for r in results} == {True, False}
+    assert all(r.result == 1 for r in results), [(r.a_first, r.result) for r in results]
+    assert all(len(r.actions) > 20 for r in results) and not gnugo._engines

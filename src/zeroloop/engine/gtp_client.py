@@ -98,3 +98,78 @@ class GtpEngine:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+class GtpPlayer:
+    """An outside Go engine as a match player (:class:`~zeroloop.engine.players.Player`):
+    one engine process per running game, started when the game first needs
+    it. The engine is shown the position then reached stone by stone (the
+    opening's random moves capture nothing), then every move as it is
+    played; ``genmove`` gives its moves (``resign`` is played as a pass, so
+    the game goes on to its scored end). Engines are closed when their game
+    ends or new games start."""
+
+    def __init__(self, game, command: Sequence[str], name: str) -> None:
+        from zeroloop.engine.games.go import Go
+
+        if not isinstance(game, Go):
+            raise ValueError(f"a GTP engine plays Go, not {game.name}")
+        self.game, self.command, self.name = game, list(command), name
+        self._engines: dict[int, GtpEngine] = {}
+        self._generated: dict[int, int] = {}  # game -> the move its engine just generated
+
+    def _colour(self, state) -> str:
+        return "black" if state.ply % 2 == 0 else "white"
+
+    def _engine(self, index: int, state) -> GtpEngine:
+        """Game ``index``'s engine, started on ``state`` if it has none yet."""
+        e = self._engines.get(index)
+        if e is None:
+            e = GtpEngine(self.command, name=self.name)
+            e.send(f"boardsize {self.game.size}")
+            e.send("clear_board")
+            e.send(f"komi {self.game.komi:g}")
+            black, white = (state.me, state.opp) if state.ply % 2 == 0 else (state.opp, state.me)
+            for colour, stones in (("black", black), ("white", white)):
+                for cell, bit in enumerate(self.game.cell_bits):
+                    if stones & bit:
+                        e.send(f"play {colour} {self.game.format_action(cell)}")
+            self._engines[index] = e
+        return e
+
+    def new_games(self, n: int) -> None:
+        self.close()
+
+    def choose(self, indices, states) -> list[int]:
+        out = []
+        for i, s in zip(indices, states, strict=True):
+            answer = self._engine(i, s).send(f"genmove {self._colour(s)}").strip()
+            if answer.lower() == "resign":  # not played on its board: observe sends the pass
+                out.append(self.game.pass_action)
+                continue
+            action = self.game.parse_action(answer)
+            self._generated[i] = action  # already on its board
+            out.append(action)
+        return out
+
+    def observe(self, index: int, before, action: int) -> None:
+        after = self.game.apply(before, action)
+        e = self._engines.get(index)
+        if e is None and after.outcome is None:
+            e = self._engine(index, before)  # the first move it sees: the position before it
+        if e is not None and self._generated.pop(index, None) != action:
+            e.send(f"play {self._colour(before)} {self.game.format_action(action)}")
+        if after.outcome is not None and index in self._engines:
+            self._engines.pop(index).close()
+
+    def close(self) -> None:
+        for e in self._engines.values():
+            e.close()
+        self._engines.clear()
+        self._generated.clear()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -3,11 +3,13 @@ the raw policy and of the search, and matches against fixed baselines."""
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from zeroloop.engine.gtp_client import find_gnugo
 from zeroloop.engine.perfect import perfect_scorer
 from zeroloop.engine.positions import (
     PositionSet,
@@ -60,11 +62,14 @@ def positions_step(p: Params, layout: Layout, *, test: bool = False) -> Position
 
 
 def baselines(p: Params, has_perfect: bool) -> list[PlayerSpec]:
-    """Random play, rollout UCT, and (tic-tac-toe) the perfect player."""
+    """Random play, rollout UCT, and (tic-tac-toe) the perfect player, (Go,
+    ``evaluate.gnugo_level``) GnuGo."""
     e = p.evaluate
     out = [PlayerSpec("random", "random"), PlayerSpec("uct", f"uct{e.uct_playouts}", playouts=e.uct_playouts)]
     if has_perfect and e.perfect_games and p.game == "tictactoe":
         out.append(PlayerSpec("perfect", "perfect"))  # Connect Four: error rate only (solving is slow)
+    if e.gnugo_level and p.game.startswith("go-"):
+        out.append(PlayerSpec("gnugo", f"gnugo{e.gnugo_level}", level=e.gnugo_level))
     return out
 
 
@@ -131,6 +136,10 @@ def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True)
     positions = PositionSet.from_json(read_json(layout.positions))
     has_perfect = len(positions.moves) > 0 or perfect_scorer(game) is not None
     for k, opp in enumerate(baselines(p, has_perfect)):
+        if opp.kind == "gnugo" and find_gnugo() is None:
+            print(f"[evaluate@{gen}] GnuGo is not installed, so no games against {opp.name} "
+                  "(`make gnugo`, or set evaluate.gnugo_level: 0)", file=sys.stderr)
+            continue
         m = play_match(game, me, opp, games=e.games, opening_plies=e.opening_plies,
                        seed=derive_seed(p.seed, "evaluate", gen) + k, workers=p.runtime.workers or None,
                        desc=f"evaluate@{gen} vs {opp.name}", progress=progress)

@@ -22,7 +22,7 @@ from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.runtime.backend import Tick, current_backend
 from zeroloop.pipeline.runtime.workers import default_workers, run_tasks
 
-PlayerKind = Literal["mcts", "random", "greedy", "uct", "perfect"]
+PlayerKind = Literal["mcts", "random", "greedy", "uct", "perfect", "gnugo"]
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,8 @@ class PlayerSpec:
     kinds: ``mcts`` (a model file, or a random net when ``model`` is None,
     searched with ``search`` and moving by ``schedule``; root noise is never
     used in matches), ``random``, ``greedy``, ``uct`` (``playouts`` random
-    rollouts a move) and ``perfect`` (tic-tac-toe; Connect Four with the
-    solver extra).
+    rollouts a move), ``perfect`` (tic-tac-toe; Connect Four with the
+    solver extra) and ``gnugo`` (Go: GnuGo over GTP at ``level``).
     """
 
     kind: PlayerKind
@@ -44,6 +44,7 @@ class PlayerSpec:
     playouts: int = 400
     device: str = "auto"
     precision: str = "fp32"
+    level: int = 0  # gnugo only: GnuGo's --level (1-10)
 
     def build(self, game: Game, rng: np.random.Generator) -> Player:
         from zeroloop.engine import perfect
@@ -57,6 +58,10 @@ class PlayerSpec:
             return P.UCTPlayer(game, rng, playouts=self.playouts)
         if self.kind == "perfect":
             return perfect.perfect_player(game, rng)
+        if self.kind == "gnugo":
+            from zeroloop.engine.gtp_client import GtpPlayer, gnugo_command
+
+            return GtpPlayer(game, gnugo_command(self.level, seed=int(rng.integers(2**31))), self.name)
         if self.kind == "mcts":
             from zeroloop.engine.nn import NetworkEvaluator
             from zeroloop.pipeline.data.storage import load_or_init_net

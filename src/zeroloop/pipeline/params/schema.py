@@ -120,6 +120,10 @@ EvaluateParams = config_section(
     uct_playouts=(Annotated[int, at.Interval(ge=1, le=1_000_000)], Field(400, description=(
         "playouts per move of the rollout-UCT baseline (the Elo anchor, named uct<playouts>)"))),
     perfect_games=(bool, Field(True, description="tic-tac-toe: also play the perfect player")),
+    gnugo_level=(Annotated[int, at.Interval(ge=0, le=10)], Field(0, description=(
+        "Go: also play GnuGo at this level (1-10; GnuGo's default is 10) over GTP, a baseline on the "
+        "same Elo scale (Debian's gnugo, `make gnugo`; where it is missing the evaluation says so and "
+        "skips it); 0: not"))),
     positions_per_group=(Annotated[int, at.Interval(ge=0, le=100_000)], Field(100, description=(
         "solver-labelled validation positions per group, measured every generation and the ones "
         "ablations and tuning may choose on (Connect Four: Pons' six groups, with the solver extra; "
