@@ -307,7 +307,7 @@ class OffByOneNotationTicTacToe(TicTacToe):
     (MutatingTicTacToe, {}, "immutability",
      r"^immutability: apply mutated its input state: last -1 -> \d \(at the start position, move"),
     (ChannelsLastTicTacToe, {}, "encode",
-     r"^encode: encode of 1 position\(s\) must give float32 planes \[B, 4, H, W\] = \(1, 4, 3, 3\), "
+     r"^encode: encode of 1 position\(s\) must give float32 planes \[B, P, H, W\] = \(1, 4, 3, 3\), "
      r"got float32 \(1, 3, 3, 4\) \(at the start position\)$"),
     (MoverWinsTicTacToe, {"only_mover_wins": True}, "outcome",
      r"^outcome: the side to move won by its opponent's move.*is the sign flipped\?.*\(at the position after "
@@ -317,7 +317,8 @@ class OffByOneNotationTicTacToe(TicTacToe):
      r"^determinism: replaying the move gave IllegalMoveError\('the game is over.*\(does the game object "
      r"keep state\?\) \(at the position after"),
     (BlankWhenOverTicTacToe, {}, "encode",
-     r"^encode: encode must read only me, opp, last and the side to move .*\(at the start position\)$"),
+     r"^encode: encode must read only me, opp, last, the side to move \(ply % 2\) and the state.s "
+     r"planes_key: .*\(at the start position\)$"),
     (SharedMaskTicTacToe, {}, "legal mask",
      r"^legal mask: legal_mask returned an array the game keeps using .*\(at the start position\)$"),
     (ShortTicTacToe, {}, "termination",

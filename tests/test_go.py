@@ -254,3 +254,27 @@ def test_gnugo_as_a_match_player_beats_random_play():
     assert len(results) == 6 and {r.a_first for r in results} == {True, False}
     assert all(r.result == 1 for r in results), [(r.a_first, r.result) for r in results]
     assert all(len(r.actions) > 20 for r in results) and not gnugo._engines
+
+
+def test_history_planes_show_the_positions_before_the_last_moves():
+    """Planes 4-9: the mover's and the opponent's stones before each of the
+    last three moves, so a capture (and a ko) shows as what changed; the
+    evaluators' cache key includes them, so two positions that differ only
+    there are never answered alike."""
+    from zeroloop.engine.nn.inference import position_key
+
+    g = make_game("go-5")
+    assert g.num_planes == 10
+    s = setup(g, "C4 B3 D3", "C3")  # Black to move; White's C3 has one liberty, C2
+    captured = g.apply(s, g.parse_action("C2"))  # Black captures; White to move
+    x = g.encode([captured])[0]
+    c3 = g.parse_action("C3")
+    assert x[1].reshape(-1)[c3] == 0 and x[0].reshape(-1)[c3] == 0  # gone now
+    assert x[4].reshape(-1)[c3] == 1  # one move ago White (to move now) still had it
+    # Black's stones before each of the last three moves (C2, White's pass, D3): 3, 3, 2
+    assert [int(x[p].sum()) for p in (5, 7, 9)] == [3, 3, 2]
+    # the same stones reached another way: equal in planes 0-3, not in the history or the cache key
+    other = setup(g, "C4 B3 D3 C2", "", black_to_move=False)
+    assert np.array_equal(g.encode([other])[0][:4], x[:4]) and not np.array_equal(g.encode([other])[0], x)
+    assert position_key(other) != position_key(captured)
+    assert position_key(captured)[:4] == (captured.me, captured.opp, captured.last, captured.ply & 1)

@@ -73,9 +73,10 @@ class NetCache:
 
 
 def _planes(game: Game, state: State) -> np.ndarray:
-    """``[4, H * W]``: the Game protocol's input planes (the mover's stones,
-    the opponent's, the last move, colour), which every game provides."""
-    return game.encode([state])[0].reshape(NUM_PLANES, -1)
+    """``[4, H * W]``: the Game protocol's first four input planes (the
+    mover's stones, the opponent's, the last move, colour), which every game
+    provides."""
+    return game.encode([state])[0][:NUM_PLANES].reshape(NUM_PLANES, -1)
 
 
 def last_move_cell(game: Game, state: State) -> int | None:

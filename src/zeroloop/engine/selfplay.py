@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from zeroloop.engine.games import Game, first_player_result
-from zeroloop.engine.games.base import NUM_PLANES
+from zeroloop.engine.games.base import input_planes
 from zeroloop.engine.search import (
     BatchedMCTS,
     Evaluator,
@@ -167,7 +167,7 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
 def records_to_arrays(game: Game, records: list[GameRecord]) -> dict[str, np.ndarray]:
     """Games as compact training arrays, one row per position (``N`` in all).
 
-    planes: ``[N, ceil(4*H*W/8)]`` uint8, the binary input planes bit-packed.
+    planes: ``[N, ceil(P*H*W/8)]`` uint8, the binary input planes bit-packed.
     policy: ``[N, A]`` float16 visit distributions. z: ``[N]`` int8 final
     result from the side to move. value: ``[N]`` float16 root values.
     actions: ``[N]`` int16 moves played. full (only when some position is
@@ -181,7 +181,7 @@ def records_to_arrays(game: Game, records: list[GameRecord]) -> dict[str, np.nda
         for a in r.actions:
             states.append(state)
             state = game.apply(state, a)
-        x = game.encode(states)  # [T, 4, H, W], all 0/1
+        x = game.encode(states)  # [T, P, H, W], all 0/1
         planes.append(np.packbits(x.reshape(len(states), -1).astype(np.uint8), axis=1))
         z.extend(r.result if s.first_to_move else -r.result for s in states)
     A = game.num_actions
@@ -203,11 +203,11 @@ def records_to_arrays(game: Game, records: list[GameRecord]) -> dict[str, np.nda
 
 
 def unpack_planes(packed: np.ndarray, game: Game) -> np.ndarray:
-    """Inverse of the packing in :func:`records_to_arrays`: ``[N, 4, H, W]`` float32."""
-    n = packed.shape[0]
-    size = NUM_PLANES * game.rows * game.cols
+    """Inverse of the packing in :func:`records_to_arrays`: ``[N, P, H, W]`` float32."""
+    n, planes = packed.shape[0], input_planes(game)
+    size = planes * game.rows * game.cols
     bits = np.unpackbits(packed, axis=1, count=size) if n else np.zeros((0, size), np.uint8)
-    return bits.reshape(n, NUM_PLANES, game.rows, game.cols).astype(np.float32)
+    return bits.reshape(n, planes, game.rows, game.cols).astype(np.float32)
 
 
 def arrays_to_records(arrays: dict[str, np.ndarray]) -> list[GameRecord]:

@@ -11,9 +11,14 @@ Conventions every game keeps (the compliance test checks them):
   from the side to move: +1 win, 0 draw, -1 loss.
 * Actions are integers in ``[0, num_actions)``. Cell actions are numbered
   row-major from the top-left cell (row 0 is the top of the rendered board).
-* ``encode`` returns float32 planes ``[B, 4, H, W]`` from the side to move:
+* ``encode`` returns float32 planes ``[B, P, H, W]`` from the side to move:
   its stones, the opponent's stones, the last move (one-hot, empty if none or a
-  pass), and a colour plane (all ones when the first player is to move).
+  pass), and a colour plane (all ones when the first player is to move); ``P``
+  is 4, or a game's own ``num_planes`` where it adds planes of its own after
+  those four (Go: the stones of the last few positions). ``encode`` reads only
+  the stones, the last move, the side to move and, where a state has one, its
+  ``planes_key`` (what the extra planes come from): the evaluators cache
+  answers by these.
 """
 
 from __future__ import annotations
@@ -25,6 +30,12 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 NUM_PLANES = 4
+
+
+def input_planes(game) -> int:
+    """How many planes ``game.encode`` gives: the four every game shares, or
+    the game's own ``num_planes``."""
+    return int(getattr(game, "num_planes", NUM_PLANES))
 
 
 class IllegalMoveError(ValueError):
@@ -96,7 +107,7 @@ class Game(Protocol):
         ...
 
     def encode(self, states: Sequence[State]) -> np.ndarray:
-        """``[B, 4, H, W]`` float32 planes from each side to move."""
+        """``[B, P, H, W]`` float32 planes from each side to move (P: :func:`input_planes`)."""
         ...
 
     def symmetries(self) -> list[Symmetry]: ...

@@ -30,9 +30,9 @@ What is checked, by the ``invariant`` key a failure carries:
   ``describe_outcome`` agrees with it; with ``only_mover_wins``, no finished
   game is a win for the side to move.
 * ``render``: a non-empty board text that states the result of a finished game.
-* ``encode``: float32 ``[B, 4, H, W]``, batch = one by one, reading only
-  ``me``, ``opp``, ``last`` and ``ply % 2``; binary stone planes matching the
-  bitboards, a one-hot last-move plane (empty at the start and after a pass)
+* ``encode``: float32 ``[B, P, H, W]``, batch = one by one, reading only
+  ``me``, ``opp``, ``last``, ``ply % 2`` (and a state's ``planes_key``);
+  binary stone planes matching the bitboards, a one-hot last-move plane (empty at the start and after a pass)
   on a stone the mover just placed, the colour plane.
 * ``symmetry``: each symmetry commutes with ``encode``, ``legal_mask`` and
   ``apply`` (``apply(transform(s), sym.action(a)) == transform(apply(s, a))``).
@@ -54,6 +54,7 @@ from zeroloop.engine.games.base import (
     State,
     Symmetry,
     first_player_result,
+    input_planes,
 )
 
 #: Text that no game's notation should read as a move.
@@ -434,12 +435,12 @@ class _Checker:
         g = self.game
         self.at("encode", moves)
         for batch, at in ((states[:1], []), (states, moves)):  # the start alone first: the clearer message
-            shape = (len(batch), NUM_PLANES, g.rows, g.cols)
+            shape = (len(batch), input_planes(g), g.rows, g.cols)
             x = g.encode(batch)
             if not isinstance(x, np.ndarray) or x.dtype != np.float32 or x.shape != shape:
                 got = f"{x.dtype} {x.shape}" if isinstance(x, np.ndarray) else type(x).__name__
                 self.fail("encode", f"encode of {len(batch)} position(s) must give float32 planes "
-                                    f"[B, 4, H, W] = {shape}, got {got}", at)
+                                    f"[B, P, H, W] = {shape}, got {got}", at)
         for i in (0, len(states) // 2, len(states) - 1):
             one = g.encode([states[i]])
             if not np.array_equal(one[0], x[i]):
@@ -447,8 +448,9 @@ class _Checker:
             s = states[i]
             twin = dataclasses.replace(s, ply=s.ply + 2, outcome=0.0 if s.outcome is None else None)
             if not np.array_equal(g.encode([twin])[0], x[i]):
-                self.fail("encode", "encode must read only me, opp, last and the side to move (ply % 2): "
-                                    "the evaluators cache answers by these (nn.position_key)", moves[:i])
+                self.fail("encode", "encode must read only me, opp, last, the side to move (ply % 2) and "
+                                    "the state's planes_key: the evaluators cache answers by these "
+                                    "(nn.position_key)", moves[:i])
         one[:] = 7.0  # the caller owns the array: scribbling on it changes nothing
         again = g.encode([states[-1]])
         if np.shares_memory(again, one) or not np.array_equal(again[0], x[-1]):
@@ -511,7 +513,7 @@ class _Checker:
                 self.fail("symmetry", f"transform must keep ply, outcome and stone counts; {s} became {t}",
                           moves, headline=label)
             if not np.array_equal(g.encode([t])[0], sym.planes(x)):
-                planes = [j for j in range(NUM_PLANES) if not np.array_equal(g.encode([t])[0][j],
+                planes = [j for j in range(input_planes(g)) if not np.array_equal(g.encode([t])[0][j],
                                                                               sym.planes(x)[j])]
                 self.fail("symmetry", f"encode(transform(s)) != sym.planes(encode(s)) on planes {planes}",
                           moves, headline=f"{label} does not commute with encode")

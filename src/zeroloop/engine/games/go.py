@@ -18,14 +18,17 @@
 Moves are written as GTP writes them: a column letter (``I`` skipped) and a
 row number counted from the bottom (``D4``, ``C7``), and ``pass``.
 
-A :class:`GoState` carries, beyond the shared fields, the consecutive passes
-and every earlier board (for superko). The network sees the usual four
-planes (own stones, the opponent's, the last move, the colour).
+A :class:`GoState` carries, beyond the shared fields, the consecutive passes,
+every earlier board (for superko) and the last few boards. The network sees
+the usual four planes (own stones, the opponent's, the last move, the
+colour) and, for each of the :data:`HISTORY` positions before the last
+moves, the mover's and the opponent's stones there: 10 planes.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,17 +39,26 @@ from zeroloop.engine.games.text import TokenNotation
 
 #: GTP's column letters: A-Z without I
 COLUMNS = "ABCDEFGHJKLMNOPQRSTUVWXYZ"
+#: earlier positions the network sees besides the current one
+HISTORY = 3
 _TOKEN = re.compile(r"\s*(pass|[a-hj-zA-HJ-Z]\d+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
 class GoState(State):
-    """A Go position: ``passes`` in a row just played, and ``seen``, every
+    """A Go position: ``passes`` in a row just played, ``seen``, every
     board of the game so far as ``(black, white)`` bitboards (this one
-    included), which positional superko forbids repeating."""
+    included), which positional superko forbids repeating, and ``recent``,
+    the boards before the last :data:`HISTORY` moves, for the input planes."""
 
     passes: int = 0
     seen: frozenset = frozenset()
+    recent: tuple = ()  # (black, white) before each of the last HISTORY moves, the latest first
+
+    @property
+    def planes_key(self) -> tuple:
+        """What the history planes are made of (the evaluators' cache key)."""
+        return self.recent
 
 
 def default_komi(size: int) -> float:
@@ -65,6 +77,7 @@ class Go(TokenNotation, BitboardGame):
             f"go-{size}-komi{self.komi:g}"
         self.pass_action = size * size
         self.num_actions = size * size + 1
+        self.num_planes = 4 + 2 * HISTORY
         self.max_moves = 3 * size * size
         self.stride = size + 1  # a padding bit per row: no shift wraps round
         self._setup_bits()
@@ -130,20 +143,21 @@ class Go(TokenNotation, BitboardGame):
     def apply(self, state: State, action: int) -> GoState:
         self._check_action(state, action)
         ply = state.ply + 1
+        recent = (self._boards(state, state.me, state.opp), *state.recent[:HISTORY - 1])
         if action == self.pass_action:
             passes = state.passes + 1
-            nxt = GoState(state.opp, state.me, ply, action, None, passes, state.seen)
+            nxt = GoState(state.opp, state.me, ply, action, None, passes, state.seen, recent)
         else:
             after = self._legal_point(state, action)
             if after is None:
                 raise IllegalMoveError(self._why_illegal(state, action))
             me, opp = after
-            nxt = GoState(opp, me, ply, action, None, 0, state.seen | {self._boards(state, me, opp)})
+            nxt = GoState(opp, me, ply, action, None, 0, state.seen | {self._boards(state, me, opp)}, recent)
         if nxt.passes >= 2 or ply >= self.max_moves:
             diff = self.score(nxt)  # Black's lead
             black_to_move = ply % 2 == 0
             outcome = float(np.sign(diff if black_to_move else -diff))
-            nxt = GoState(nxt.me, nxt.opp, ply, action, outcome, nxt.passes, nxt.seen)
+            nxt = GoState(nxt.me, nxt.opp, ply, action, outcome, nxt.passes, nxt.seen, recent)
         return nxt
 
     def _why_illegal(self, state: State, action: int) -> str:
@@ -187,8 +201,30 @@ class Go(TokenNotation, BitboardGame):
     def transform(self, state: State, sym: Symmetry) -> GoState:
         last = sym.action(state.last) if state.last >= 0 else -1
         seen = frozenset((self._map_board(b, sym), self._map_board(w, sym)) for b, w in state.seen)
+        recent = tuple((self._map_board(b, sym), self._map_board(w, sym)) for b, w in state.recent)
         return GoState(self._map_board(state.me, sym), self._map_board(state.opp, sym), state.ply, last,
-                       state.outcome, state.passes, seen)
+                       state.outcome, state.passes, seen, recent)
+
+    # -- input planes -------------------------------------------------------
+    def encode(self, states: Sequence[State]) -> np.ndarray:
+        """The four shared planes, then for each of the :data:`HISTORY` positions
+        before the last moves (the latest first) the mover's stones and the
+        opponent's there (empty before the game's start): captures and ko show
+        as what changed."""
+        n = len(states)
+        out = np.zeros((n, self.num_planes, self.rows, self.cols), np.float32)
+        out[:, :4] = super().encode(states)
+        boards, where = [], []
+        for i, s in enumerate(states):
+            black_moves = s.ply % 2 == 0
+            for k, (b, w) in enumerate(s.recent):
+                boards += [b, w] if black_moves else [w, b]
+                where.append((i, 4 + 2 * k))
+        if boards:
+            occ = self.bits_to_cells(boards).reshape(len(where), 2, self.rows, self.cols)
+            for (i, p), pair in zip(where, occ, strict=True):
+                out[i, p:p + 2] = pair
+        return out
 
     # -- notation ---------------------------------------------------------
     def _col_label(self, c: int) -> str:

@@ -192,10 +192,14 @@ def uniform_evaluator(game: Game):
     return evaluate
 
 
-def position_key(state: State) -> tuple[int, int, int, int]:
+def position_key(state: State) -> tuple:
     """What a game's ``encode`` reads of a state (the Game protocol's
-    invariant): the stones, the last move and the side to move."""
-    return state.me, state.opp, state.last, state.ply & 1
+    invariant): the stones, the last move and the side to move, and the
+    state's ``planes_key`` where it has one (Go: the recent positions)."""
+    extra = getattr(state, "planes_key", None)
+    if extra is None:
+        return state.me, state.opp, state.last, state.ply & 1
+    return state.me, state.opp, state.last, state.ply & 1, extra
 
 
 class FixedBatchEvaluator:

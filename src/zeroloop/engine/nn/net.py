@@ -1,6 +1,6 @@
 """The policy-value network: a small AlphaZero-style ResNet (plain nn.Module).
 
-Input ``x``: ``[B, 4, H, W]`` planes from the side to move (see
+Input ``x``: ``[B, P, H, W]`` planes from the side to move (P = 4 for most games; see
 :mod:`zeroloop.engine.games.base`). Output: policy logits ``[B, A]`` and value
 ``[B]`` in (-1, 1) from the side to move.
 """
@@ -14,7 +14,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from zeroloop.engine.config import Annotated, at, check_fields
-from zeroloop.engine.games.base import NUM_PLANES, Game
+from zeroloop.engine.games.base import NUM_PLANES, Game, input_planes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,12 +55,14 @@ class ResidualBlock(nn.Module):
 class PolicyValueNet(nn.Module):
     """Stem conv -> ``blocks`` residual blocks -> policy and value heads."""
 
-    def __init__(self, rows: int, cols: int, num_actions: int, config: NetConfig) -> None:
+    def __init__(self, rows: int, cols: int, num_actions: int, config: NetConfig, planes: int = NUM_PLANES
+                 ) -> None:
         super().__init__()
         self.rows, self.cols, self.num_actions, self.config = rows, cols, num_actions, config
+        self.planes = planes
         c = config.channels
         self.stem = nn.Sequential(
-            nn.Conv2d(NUM_PLANES, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
+            nn.Conv2d(planes, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
         self.trunk = nn.Sequential(*[ResidualBlock(c) for _ in range(config.blocks)])
         self.policy_conv = nn.Sequential(nn.Conv2d(c, 2, 1, bias=False), nn.BatchNorm2d(2), nn.ReLU())
         self.policy_fc = nn.Linear(2 * rows * cols, num_actions)
@@ -70,7 +72,7 @@ class PolicyValueNet(nn.Module):
 
     @classmethod
     def for_game(cls, game: Game, config: NetConfig) -> PolicyValueNet:
-        return cls(game.rows, game.cols, game.num_actions, config)
+        return cls(game.rows, game.cols, game.num_actions, config, input_planes(game))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         h = self.trunk(self.stem(x))  # [B, C, H, W]
