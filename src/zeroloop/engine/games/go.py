@@ -134,9 +134,32 @@ class Go(TokenNotation, BitboardGame):
         mask = np.zeros(self.num_actions, dtype=bool)
         if state.outcome is not None:
             return mask
-        empty = self.board_bits & ~(state.me | state.opp)
+        # one pass over the chains instead of a capture search per point: the opponent's chains in
+        # atari (by their one liberty) and the points next to an own chain with another liberty
+        me, opp, seen = state.me, state.opp, state.seen
+        empty = self.board_bits & ~(me | opp)
+        atari: dict[int, int] = {}
+        own_safe = 0
+        for stones, theirs in ((opp, True), (me, False)):
+            rest = stones
+            while rest:
+                g = self.group(rest & -rest, stones)
+                rest &= ~g
+                libs = self._around(g) & empty
+                if theirs:
+                    if not libs & (libs - 1):
+                        atari[libs] = atari.get(libs, 0) | g
+                elif libs & (libs - 1):
+                    own_safe |= libs
+        black_moves = state.ply % 2 == 0
+        bits = self.cell_bits
         for a in np.flatnonzero(self.bits_to_cells([empty])[0]).tolist():
-            mask[a] = self._legal_point(state, a) is not None
+            b = bits[a]
+            captured = atari.get(b, 0)
+            if not (captured or self._around(b) & empty or b & own_safe):
+                continue  # suicide: no liberty, no capture, and every chain it joins has only this one
+            board = (me | b, opp & ~captured) if black_moves else (opp & ~captured, me | b)
+            mask[a] = board not in seen
         mask[self.pass_action] = True
         return mask
 
