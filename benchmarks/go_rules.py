@@ -1,0 +1,121 @@
+"""Go's rules alone, and what they cost inside self-play, in one run.
+
+1. Rules: seeded random games (a pass now and then) on each board size,
+   moves per second of ``legal_mask`` + ``apply``, with the legal moves found
+   two ways: one pass over the chains (what ``Go.legal_mask`` does) and a
+   capture search per empty point (``Go._legal_point``, the reference). The
+   two must give the same masks, and the script says whether they did.
+2. Self-play: ``--games`` games of a random net at ``--sims`` simulations on
+   the last size, in this process, with the time split between the network,
+   the tree and the rules.
+
+Run it with the machine otherwise idle.
+
+    python benchmarks/go_rules.py [--sizes 7,9] [--seconds 3] [--games 8] [--sims 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+
+def reference_mask(game, state) -> np.ndarray:
+    mask = np.zeros(game.num_actions, bool)
+    if state.outcome is None:
+        for a in range(game.pass_action):
+            mask[a] = game._legal_point(state, a) is not None
+        mask[game.pass_action] = True
+    return mask
+
+
+def rules_rate(game, seconds: float, seed: int, masker) -> tuple[float, list]:
+    """Moves per second of random play with ``masker`` finding the legal moves; the masks seen."""
+    rng = np.random.default_rng(seed)
+    moves, masks, t0 = 0, [], time.perf_counter()
+    while time.perf_counter() - t0 < seconds or not moves:
+        s = game.initial_state()
+        while s.outcome is None:
+            m = masker(s)
+            masks.append(m)
+            legal = np.flatnonzero(m[:-1])
+            a = int(rng.choice(legal)) if len(legal) and rng.random() > 0.02 else game.pass_action
+            s = game.apply(s, a)
+            moves += 1
+    return moves / (time.perf_counter() - t0), masks
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="7,9", help="board sizes, comma-separated")
+    ap.add_argument("--seconds", type=float, default=3.0, help="seconds of random play per size and method")
+    ap.add_argument("--games", type=int, default=8, help="self-play games on the last size (0: skip)")
+    ap.add_argument("--sims", type=int, default=64, help="self-play simulations per move")
+    ap.add_argument("--seed", type=int, default=0)
+    a = ap.parse_args()
+
+    import torch
+
+    from zeroloop.engine.games import make_game
+    from zeroloop.engine.nn.machine import describe, summary_line
+
+    torch.set_num_threads(1)
+    print("machine: " + summary_line(describe("cpu", "fp32"), "fp32") + "; one process")
+    sizes = [int(x) for x in a.sizes.split(",")]
+    for n in sizes:
+        game = make_game(f"go-{n}")
+        fast, fast_masks = rules_rate(game, a.seconds, a.seed, game.legal_mask)
+        slow, _ = rules_rate(game, a.seconds, a.seed, lambda s, g=game: reference_mask(g, s))
+        # the same seeded games again, checked mask by mask against the reference
+        states = _replay(game, a.seed, len(fast_masks))
+        same = all(np.array_equal(m, reference_mask(game, s))
+                   for m, s in zip(fast_masks, states, strict=True))
+        print(f"go-{n}: rules {fast:,.0f} moves/s (chains once), {slow:,.0f} moves/s (a capture search "
+              f"a point), ratio {fast / slow:.2f}x; same legal moves: {'yes' if same else 'NO'}")
+    if a.games:
+        selfplay(make_game(f"go-{sizes[-1]}"), a.games, a.sims, a.seed)
+
+
+def _replay(game, seed: int, count: int):
+    """The states :func:`rules_rate` met, in order (its games are seeded)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < count:
+        s = game.initial_state()
+        while s.outcome is None and len(out) < count:
+            out.append(s)
+            legal = np.flatnonzero(game.legal_mask(s)[:-1])
+            a = int(rng.choice(legal)) if len(legal) and rng.random() > 0.02 else game.pass_action
+            s = game.apply(s, a)
+    return out
+
+
+def selfplay(game, games: int, sims: int, seed: int) -> None:
+    import torch
+
+    from zeroloop.engine.nn import NetConfig, NetworkEvaluator, PolicyValueNet
+    from zeroloop.engine.search import MoveSchedule, SearchConfig, SearchStats
+    from zeroloop.engine.selfplay import play_selfplay_games
+
+    torch.manual_seed(seed)
+    net = PolicyValueNet.for_game(game, NetConfig(blocks=4, channels=64, value_hidden=64))
+    ev = NetworkEvaluator(game, net, "cpu", precision="fp32")
+    stats = SearchStats()
+    seeds = np.random.SeedSequence(seed).spawn(games)
+    t0 = time.perf_counter()
+    schedule = MoveSchedule(temperature=1.0, temperature_moves=8)
+    records = play_selfplay_games(game, ev, SearchConfig(simulations=sims), schedule, seeds, in_flight=games,
+                                  stats=stats)
+    wall = time.perf_counter() - t0
+    moves = sum(len(r.actions) for r in records)
+    parts = {"network": stats.network_s, "tree": stats.tree_s, "rules": stats.rules_s}
+    total = sum(parts.values()) or 1.0
+    split = "  ".join(f"{k} {100 * v / total:.0f}%" for k, v in parts.items())
+    print(f"{game.name} self-play: {games} games, {moves} moves at {sims} simulations, 4x64 random net "
+          f"in fp32: {stats.simulations / wall:,.0f} simulations/s; time split: {split}")
+
+
+if __name__ == "__main__":
+    main()
