@@ -67,6 +67,7 @@ ui: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/selfplay_throughput.py
+	$(BIN)/python benchmarks/go_rules.py
 
 # The documentation site (mkdocs.yml, docs/) into site/, strict: a broken link fails.
 # Live preview while editing: .venv/bin/mkdocs serve (http://127.0.0.1:8000)
