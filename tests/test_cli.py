@@ -95,3 +95,21 @@ def test_bad_arguments_get_one_line_and_exit_2(tmp_path):
         out = run_cli(*args, stdin="\n")
         assert out.returncode == 2, (args, out.stderr[-2000:])
         assert "Traceback" not in out.stderr and expected in out.stderr, (args, out.stderr[-2000:])
+
+
+def test_experiments_read_changes_against_a_workspace_that_has_not_run():
+    """Ablation arms run with `dvc exp run --temp` in a clone whose workspace
+    never ran: the changes are still read against the workspace's params,
+    and no arm is called the baseline for being listed first."""
+    from zeroloop.apps.experiments import Run, table
+
+    metrics = {"training_minutes": 24.6, "training_cpu_minutes": 46.5, "elo": 352, "elo_se": 99,
+               "solver_error": 0.027, "policy_error": 0.068}
+    runs = [Run("workspace", "workspace", {"seed": 0, "selfplay.opening_plies": 0}, {}),
+            Run("default-s1", "a", {"seed": 1, "selfplay.opening_plies": 0}, metrics),
+            Run("openings4-s0", "b", {"seed": 0, "selfplay.opening_plies": 4}, metrics)]
+    rows = [line for line in table(runs).splitlines() if line.startswith("| ")]
+    assert "| training min | training CPU min |" in rows[0]
+    assert rows[1].startswith("| default-s1 | seed=1 | 24.6 | 46.5 |")
+    assert rows[2].startswith("| openings4-s0 | selfplay.opening_plies=4 |")
+    assert len(rows) == 3 and not any(r.startswith("| workspace") for r in rows)

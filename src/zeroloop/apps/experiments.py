@@ -57,23 +57,33 @@ def check_repository(repo: str | Path = ".") -> None:
 
 
 def collect(repo: str | Path = ".") -> list[Run]:
-    """The baseline first, then each experiment of the current commit that has results."""
+    """The baseline first, then each experiment of the current commit that has
+    results. A workspace that has not run itself still comes first, with its
+    params and no metrics: what the experiments changed is read against it."""
     import dvc.api
 
     check_repository(repo)
     runs = []
+    workspace_params = None
     for row in dvc.api.exp_show(repo=str(repo)):
         rev = row.get("rev")
         name = row.get("Experiment") or ("workspace" if rev == "workspace" else rev)
         ref = row.get("Experiment") or rev
         at = None if rev == "workspace" else ref
+        try:
+            params = dvc.api.params_show(repo=str(repo), rev=at)
+        except Exception:  # noqa: BLE001 - a failed or queued experiment has nothing to show
+            continue
         try:  # the file as written (DVC's metrics view drops the intervals, which are lists)
             metrics = json.loads(dvc.api.read(METRICS, repo=str(repo), rev=at))
-            params = dvc.api.params_show(repo=str(repo), rev=at)
-        except Exception:  # noqa: BLE001 - a failed or queued experiment has no results to show
-            continue
+        except Exception:  # noqa: BLE001 - not run (yet), or failed: no results
+            metrics = None
         if metrics:
             runs.append(Run(str(name), str(rev), flatten(params), metrics))
+        elif rev == "workspace":
+            workspace_params = flatten(params)
+    if workspace_params is not None:  # the baseline's params even where it has not run itself
+        runs.insert(0, Run("workspace", "workspace", workspace_params, {}))
     return runs
 
 
@@ -97,15 +107,16 @@ def table(runs: list[Run], baseline: Run | None = None, groups_from: str = "vali
     run): the validation set's errors, the held-out test set's (runs whose
     report has one), and per group those of ``groups_from`` (``validation``
     or ``test``)."""
+    base = baseline or (runs[0] if runs else None)
+    runs = [r for r in runs if r.metrics]  # a workspace that has not run gives its params only
     if not runs:
         return "no experiment with reports/metrics.json"
-    base = baseline or runs[0]
     per_group = (lambda m: m.get("test", {}).get("groups", {})) if groups_from == "test" else \
         (lambda m: m.get("groups", {}))
     groups = list(per_group(base.metrics)) or next((list(per_group(r.metrics)) for r in runs
                                                      if per_group(r.metrics)), [])
     has_test = any("test" in r.metrics for r in runs)
-    head = ["run", "changes", "training min", "Elo (UCT = 0)", "search error % [95%]",
+    head = ["run", "changes", "training min", "training CPU min", "Elo (UCT = 0)", "search error % [95%]",
             "raw policy error % [95%]"]
     if has_test:
         head += ["test search % [95%]", "test raw % [95%]"]
@@ -114,6 +125,7 @@ def table(runs: list[Run], baseline: Run | None = None, groups_from: str = "vali
     for r in runs:
         m = r.metrics
         cells = [r.name, changes(r, base), f"{m.get('training_minutes', float('nan')):.1f}",
+                 f"{m.get('training_cpu_minutes', float('nan')):.1f}",
                  f"{m.get('elo', float('nan')):.0f} ± {1.96 * m.get('elo_se', float('nan')):.0f}",
                  _with_ci(m.get("solver_error"), m.get("search_error_ci95")),
                  _with_ci(m.get("policy_error"), m.get("policy_error_ci95"))]
