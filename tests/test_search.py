@@ -331,12 +331,18 @@ def test_improved_policy_from_completed_q_by_hand():
     legal = np.ones((1, 3), np.bool_)
     node_value = np.array([0.1], np.float32)
     q, p = np.zeros(3), np.zeros(3)
-    K.improved_policy(0, prior, edge_n, edge_w, legal, node_value, 50.0, 0.1, q, p)
+    K.improved_policy(0, prior, edge_n, edge_w, legal, node_value, 50.0, 0.1, False, q, p)
     # v_mix = (0.1 + 3 * (0.5 * 0.5 + 0.3 * -1.0) / 0.8) / (1 + 3) = -0.021875
     v_mix = (0.1 + 3 * (0.5 * 0.5 + 0.3 * -1.0) / 0.8) / 4
     np.testing.assert_allclose(q, [0.5, -1.0, v_mix], atol=1e-6)
     sigma = (50.0 + 2.0) * 0.1 * 0.5 * (np.array([0.5, -1.0, v_mix]) + 1.0)
     logits = np.log([0.5, 0.3, 0.2]) + sigma
+    np.testing.assert_allclose(p, np.exp(logits) / np.exp(logits).sum(), atol=1e-6)
+    # mcts.gumbel_q: minmax: the completed Qs rescaled over the node, (q - min) / (max - min), into sigma
+    K.improved_policy(0, prior, edge_n, edge_w, legal, node_value, 50.0, 0.1, True, q, p)
+    unit = (np.array([0.5, -1.0, v_mix]) + 1.0) / 1.5
+    np.testing.assert_allclose(q, 2 * unit - 1, atol=1e-6)
+    logits = np.log([0.5, 0.3, 0.2]) + (50.0 + 2.0) * 0.1 * unit
     np.testing.assert_allclose(p, np.exp(logits) / np.exp(logits).sum(), atol=1e-6)
 
 
@@ -412,6 +418,22 @@ def test_gumbel_search_policy_target_and_move_by_hand():
     }
     for name, other in wrong.items():
         assert np.abs(other - expected).max() > 0.02, name
+
+    # mcts.gumbel_q: minmax (mctx's rescale_values): the same search with Q min-max scaled over the root,
+    # in the halving and in the policy target; the target follows from its own visits and Qs
+    cfg_mm = _gumbel(6, max_considered_actions=4, c_visit=c_visit, c_scale=c_scale, gumbel_q="minmax")
+    mm = BatchedMCTS(game, oracle, cfg_mm, 1, rng=np.random.default_rng(0))
+    mm.set_root(0, root)
+    res_mm = mm.search([0])
+    n, qm = res_mm.visits[0].astype(np.float64), res_mm.q[0].astype(np.float64)
+    seen_mm = n > 0
+    mix = (-0.5 + n.sum() * (prior[seen_mm] * qm[seen_mm]).sum() / prior[seen_mm].sum()) / (1 + n.sum())
+    comp = np.where(seen_mm, qm, mix)
+    unit = (comp - comp.min()) / (comp.max() - comp.min())
+    target = softmax_of(np.log(prior) + (c_visit + n.max()) * c_scale * unit)
+    np.testing.assert_allclose(res_mm.policy[0], target,
+                               atol=1e-5)
+    assert np.abs(res_mm.policy[0] - expected).max() > 0.02  # not the fixed mapping's target
 
     # The move: among the most visited considered moves (2 and 4), the largest log prior + sigma(Q):
     # 4: log .15 + 1.25 * 1.6 = 0.103 beats 2: log .25 + 1.25 * 1.1 = -0.011. Neither the likeliest

@@ -46,6 +46,11 @@ class SearchConfig:
         the sequential halving.
     c_visit, c_scale: ``gumbel``: the constants of ``sigma(q) = (c_visit + max N)
         * c_scale * q``, with ``q`` mapped to [0, 1].
+    gumbel_q: ``gumbel``: how ``q`` is mapped to [0, 1]: ``fixed``, from the
+        game's bounds as ``(q + 1) / 2``; ``minmax``, by the node's smallest
+        and largest completed Q (mctx's ``rescale_values``, with which it uses
+        ``c_scale`` 0.1), so sigma spreads the moves however close their
+        values are.
     """
 
     simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 100
@@ -63,6 +68,7 @@ class SearchConfig:
     max_considered_actions: Annotated[int, at.Interval(ge=1, le=4096)] = 16
     c_visit: Annotated[float, at.Interval(ge=0, le=1e6)] = 50.0
     c_scale: Annotated[float, at.Interval(gt=0, le=1e3)] = 1.0
+    gumbel_q: Literal["fixed", "minmax"] = "fixed"
 
     def __post_init__(self) -> None:
         check_fields(self, "mcts")

@@ -116,7 +116,7 @@ def select_leaves(slots, roots, remaining, used, cap, leaves_per_slot,
                   child, prior, edge_n, edge_w, legal, node_kind, node_value, node_n,
                   c_init, c_base, fpu, fpu_reduction, vloss,
                   out_slot, out_leaf, path_nodes, path_actions, path_len,
-                  gumbel, total, root_score, visit_seq, c_visit, c_scale, q_buf, p_buf):
+                  gumbel, total, root_score, visit_seq, c_visit, c_scale, q_rescale, q_buf, p_buf):
     """Descend from each slot's root and reserve up to ``leaves_per_slot`` new
     leaves per slot. Terminal nodes reached on the way are backed up at once
     (a finished simulation that needs no network call); a descent that runs
@@ -149,10 +149,11 @@ def select_leaves(slots, roots, remaining, used, cap, leaves_per_slot,
                                      fpu, fpu_reduction)
                 elif depth == 0:
                     a = _gumbel_root_action(node, root_score[g], visit_seq[g, total[g] - remaining[g]], prior,
-                                            edge_n, edge_w, legal, node_value, c_visit, c_scale, q_buf)
+                                            edge_n, edge_w, legal, node_value, c_visit, c_scale, q_rescale,
+                                            q_buf)
                 else:
                     a = _gumbel_interior_action(node, prior, edge_n, edge_w, legal, node_value, c_visit,
-                                                c_scale, q_buf, p_buf)
+                                                c_scale, q_rescale, q_buf, p_buf)
                 path_nodes[n_out, depth] = node
                 path_actions[n_out, depth] = a
                 depth += 1
@@ -257,11 +258,14 @@ def compact_subtree(start, cap, new_root, child, prior, edge_n, edge_w, legal,
 
 
 @njit(cache=True)
-def _completed_q(node, prior, edge_n, edge_w, legal, node_value, out):
+def _completed_q(node, prior, edge_n, edge_w, legal, node_value, rescale, out):
     """``out[a]``: Q of each legal move at ``node`` from the side to move, an
     unvisited one completed with v_mix, the node's value mixed with the
-    prior-weighted Q of the visited moves (the paper's eq. 33). Returns the
-    largest visit count of a move."""
+    prior-weighted Q of the visited moves (the paper's eq. 33). With
+    ``rescale`` the legal moves' completed Qs are then min-max normalised
+    over the node (as mctx's ``rescale_values``) and mapped back to [-1, 1],
+    so that sigma's ``(q + 1) / 2`` sees them in [0, 1]. Returns the largest
+    visit count of a move."""
     total_n, pi_vis, weighted, max_n = 0.0, 0.0, 0.0, 0.0
     for a in range(prior.shape[1]):
         n = edge_n[node, a]
@@ -273,9 +277,17 @@ def _completed_q(node, prior, edge_n, edge_w, legal, node_value, out):
     v_mix = node_value[node]
     if total_n > 0.0 and pi_vis > 0.0:
         v_mix = (node_value[node] + total_n * weighted / pi_vis) / (1.0 + total_n)
+    lo, hi = 1e30, -1e30
     for a in range(prior.shape[1]):
         n = edge_n[node, a]
         out[a] = edge_w[node, a] / n if n > 0.0 else v_mix
+        if legal[node, a]:
+            lo = min(lo, out[a])
+            hi = max(hi, out[a])
+    if rescale and hi >= lo:
+        span = max(hi - lo, 1e-8)
+        for a in range(prior.shape[1]):
+            out[a] = 2.0 * (out[a] - lo) / span - 1.0
     return max_n
 
 
@@ -286,11 +298,11 @@ def _sigma(q, max_n, c_visit, c_scale):
 
 
 @njit(cache=True)
-def improved_policy(node, prior, edge_n, edge_w, legal, node_value, c_visit, c_scale, q_buf, out):
+def improved_policy(node, prior, edge_n, edge_w, legal, node_value, c_visit, c_scale, q_rescale, q_buf, out):
     """``out``: softmax(log prior + sigma(completed Q)) over the legal moves at
     ``node``; ``q_buf`` is left holding the completed Q. Returns the largest
     visit count of a move."""
-    max_n = _completed_q(node, prior, edge_n, edge_w, legal, node_value, q_buf)
+    max_n = _completed_q(node, prior, edge_n, edge_w, legal, node_value, q_rescale, q_buf)
     top = -1e30
     for a in range(prior.shape[1]):
         if legal[node, a] and prior[node, a] > 0.0:
@@ -309,9 +321,10 @@ def improved_policy(node, prior, edge_n, edge_w, legal, node_value, c_visit, c_s
 
 
 @njit(cache=True)
-def _gumbel_interior_action(node, prior, edge_n, edge_w, legal, node_value, c_visit, c_scale, q_buf, p_buf):
+def _gumbel_interior_action(node, prior, edge_n, edge_w, legal, node_value, c_visit, c_scale, q_rescale,
+                            q_buf, p_buf):
     """Deterministic selection below the root: argmax pi'(a) - N(a) / (1 + sum N)."""
-    improved_policy(node, prior, edge_n, edge_w, legal, node_value, c_visit, c_scale, q_buf, p_buf)
+    improved_policy(node, prior, edge_n, edge_w, legal, node_value, c_visit, c_scale, q_rescale, q_buf, p_buf)
     total_n = 0.0
     for a in range(prior.shape[1]):
         total_n += edge_n[node, a]
@@ -326,12 +339,12 @@ def _gumbel_interior_action(node, prior, edge_n, edge_w, legal, node_value, c_vi
 
 @njit(cache=True)
 def _gumbel_root_action(node, score, target, prior, edge_n, edge_w, legal, node_value, c_visit, c_scale,
-                        q_buf):
+                        q_rescale, q_buf):
     """Sequential halving at the root: among the considered moves (``score``
     = Gumbel + log prior, -inf for the others) that have exactly ``target``
     visits, the one with the largest score + sigma(completed Q); the least
     visited considered move if none has (a schedule cut short)."""
-    max_n = _completed_q(node, prior, edge_n, edge_w, legal, node_value, q_buf)
+    max_n = _completed_q(node, prior, edge_n, edge_w, legal, node_value, q_rescale, q_buf)
     best, best_a = -1e30, -1
     fewest, fewest_a = 1e30, -1
     for a in range(prior.shape[1]):

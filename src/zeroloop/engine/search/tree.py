@@ -136,7 +136,7 @@ class BatchedMCTS:
         self._visit_seq = np.zeros((g_slots, g_len), dtype=np.float32)
         self._total = np.zeros(g_slots, dtype=np.int64)
         self._qbuf, self._pbuf = np.zeros(A, np.float64), np.zeros(A, np.float64)
-        self._no_gumbel = (False, self._total, self._root_score, self._visit_seq, 0.0, 1.0, self._qbuf,
+        self._no_gumbel = (False, self._total, self._root_score, self._visit_seq, 0.0, 1.0, False, self._qbuf,
                            self._pbuf)
         self.stats = SearchStats()
         k = num_slots * config.leaves_per_game
@@ -267,6 +267,7 @@ class BatchedMCTS:
             self._visit_seq[g, :sims] = considered_visits(m, sims)
         self._total[slots] = sims
         self.remaining[slots] = sims
+        rescale = cfg.gumbel_q == "minmax"
         while self.remaining[slots].sum() > 0:
             t0 = time.perf_counter()
             n = K.select_leaves(
@@ -274,7 +275,7 @@ class BatchedMCTS:
                 self.edge_n, self.edge_w, self.legal, self.node_kind, self.node_value, self.node_n,
                 cfg.c_puct, 0.0, cfg.fpu, -1.0, 0.0, b.out_slot, b.out_leaf, b.path_nodes, b.path_actions,
                 b.path_len, True, self._total, self._root_score, self._visit_seq, cfg.c_visit, cfg.c_scale,
-                self._qbuf, self._pbuf)
+                rescale, self._qbuf, self._pbuf)
             self.stats.tree_s += time.perf_counter() - t0
             if n:
                 parents = b.path_nodes[np.arange(n), b.path_len[:n] - 1]
@@ -288,7 +289,7 @@ class BatchedMCTS:
             root = self.roots[g]
             # the improved policy, and the completed Q it leaves in _qbuf for the final choice
             max_n = K.improved_policy(root, self.prior, self.edge_n, self.edge_w, self.legal, self.node_value,
-                                      cfg.c_visit, cfg.c_scale, self._qbuf, self._pbuf)
+                                      cfg.c_visit, cfg.c_scale, rescale, self._qbuf, self._pbuf)
             policy[j] = self._pbuf
             considered = self._root_score[g] > -1e29
             most = considered & (self.edge_n[root] == self.edge_n[root][considered].max())
