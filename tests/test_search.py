@@ -532,3 +532,59 @@ def test_gumbel_selfplay_records_the_improved_policy_and_plays_the_halving_winne
             halving_not_most_visited += action != int(visits.argmax())
     assert differs_from_visits >= 8
     assert halving_not_most_visited >= 1  # so the check on the move tells it from the most visited one
+
+
+def test_policy_target_pruning_by_hand():
+    from zeroloop.engine.search.tree import pruned_visits
+
+    visits = np.array([40.0, 8.0, 3.0, 1.0, 0.0])
+    q = np.array([0.5, 0.1, 0.45, 0.2, 0.0])
+    prior = np.array([0.4, 0.3, 0.1, 0.1, 0.1])
+    scale = 1.25 * np.sqrt(52.0)
+    out = pruned_visits(visits, q, prior, scale, forced_k=2.0)
+    best_score = 0.5 + scale * 0.4 / 41
+    # move 1: forced sqrt(2 * .3 * 52) = 5.59; its PUCT score 0.1 + scale * .3 / (1 + n) stays at most the
+    # best's from n = 4.54 on: 5 visits, more than 8 - 5.59, so 5 are kept (3 taken back)
+    need1 = np.ceil(scale * 0.3 / (best_score - 0.1) - 1)
+    assert need1 == 5 and out[1] == 5
+    # move 2 (a Q close to the best's): PUCT would have given it 5.54 visits, more than its 3: all kept
+    assert np.ceil(scale * 0.1 / (best_score - 0.45) - 1) == 6 and out[2] == 3
+    assert out[3] == 0 and out[4] == 0 and out[0] == 40  # a single visit is dropped; the best keeps all
+    np.testing.assert_array_equal(pruned_visits(visits, q, prior, scale, forced_k=0.0), visits)
+
+
+def test_forced_playouts_visit_every_move_and_leave_the_target_pruned():
+    """mcts.forced_playouts: in a self-play search (root noise) every root
+    move gets at least about sqrt(k P N) visits; the policy target is the
+    pruned visits; a match search (no noise) is the plain PUCT one."""
+    game = make_game("connect4")
+    torch.manual_seed(0)
+    net = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8))
+    ev = NetworkEvaluator(game, net, "cpu", precision="fp32")
+    root = game.initial_state()
+    peaked = np.array([0.02, 0.02, 0.02, 0.88, 0.02, 0.02, 0.02], np.float32)
+
+    def oracle(states):  # a confident prior, values from the untrained net
+        return np.tile(peaked, (len(states), 1)), ev(states)[1]
+
+    def run(k, noise):
+        cfg = SearchConfig(simulations=200, forced_playouts=k, dirichlet_epsilon=0.0)
+        mcts = BatchedMCTS(game, oracle, cfg, 1, rng=np.random.default_rng(0))
+        mcts.set_root(0, root)
+        return mcts.search([0], add_noise=noise), mcts
+
+    plain, _ = run(0.0, True)
+    forced, mcts = run(2.0, True)
+    prior, total = forced.priors[0], forced.visits[0].sum()
+    assert (forced.visits[0] >= np.floor(np.sqrt(2.0 * prior * total)) - 1).all()
+    assert forced.visits[0].min() > plain.visits[0].min()  # the least likely move gets more visits
+    from zeroloop.engine.search.tree import pruned_visits
+
+    scale = 1.25 * np.sqrt(max(mcts.node_n[mcts.roots[0]], 1.0))
+    kept = pruned_visits(forced.visits[0], forced.q[0], prior, scale, 2.0)
+    np.testing.assert_allclose(forced.policy[0], kept / kept.sum())
+    assert not np.allclose(forced.policy[0], forced.visits[0] / total)  # pruning changed the target
+    match, _ = run(2.0, False)
+    np.testing.assert_array_equal(match.visits[0], run(0.0, False)[0].visits[0])
+    with pytest.raises(ValueError, match="forced_playouts is PUCT's"):
+        SearchConfig(algorithm="gumbel", reuse_tree=False, forced_playouts=2.0)

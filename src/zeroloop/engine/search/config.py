@@ -51,6 +51,13 @@ class SearchConfig:
         and largest completed Q (mctx's ``rescale_values``, with which it uses
         ``c_scale`` 0.1), so sigma spreads the moves however close their
         values are.
+    forced_playouts: ``puct``, self-play only (searches with root noise):
+        KataGo's forced playouts and policy target pruning. Every root move
+        gets at least ``sqrt(k * P(a) * sum N)`` visits (``k`` this value;
+        KataGo uses 2), and the policy target then takes back the forced
+        visits a move would not have had by PUCT (a move left with one visit
+        is dropped), so the exploration does not teach the network its own
+        noise. 0: off.
     """
 
     simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 100
@@ -69,9 +76,13 @@ class SearchConfig:
     c_visit: Annotated[float, at.Interval(ge=0, le=1e6)] = 50.0
     c_scale: Annotated[float, at.Interval(gt=0, le=1e3)] = 1.0
     gumbel_q: Literal["fixed", "minmax"] = "fixed"
+    forced_playouts: Annotated[float, at.Interval(ge=0, le=100)] = 0.0
 
     def __post_init__(self) -> None:
         check_fields(self, "mcts")
+        if self.algorithm == "gumbel" and self.forced_playouts:
+            raise ValueError("mcts.forced_playouts is PUCT's (KataGo); Gumbel search chooses its root visits "
+                             "by sequential halving: set mcts.forced_playouts: 0 with algorithm gumbel")
         if self.algorithm == "gumbel" and (self.reuse_tree or self.leaves_per_game != 1):
             raise ValueError("mcts.algorithm gumbel runs its sequential halving on a fresh tree with one "
                              "leaf per game and step: set mcts.reuse_tree: false and mcts.leaves_per_game: 1 "

@@ -72,6 +72,25 @@ def _best_action(node, prior, edge_n, edge_w, legal, node_n, node_value, c_init,
 
 
 @njit(cache=True)
+def _forced_action(node, prior, edge_n, legal, forced_k):
+    """KataGo's forced playouts at the root: the legal move whose visits fall
+    furthest below ``sqrt(forced_k * P(a) * sum N)``, or -1 when none does
+    (or ``forced_k`` is 0)."""
+    if forced_k <= 0.0:
+        return -1
+    total = 0.0
+    for a in range(prior.shape[1]):
+        total += edge_n[node, a]
+    best, best_a = 0.0, -1
+    for a in range(prior.shape[1]):
+        if legal[node, a] and prior[node, a] > 0.0:
+            short = math.sqrt(forced_k * prior[node, a] * total) - edge_n[node, a]
+            if short > best:
+                best, best_a = short, a
+    return best_a
+
+
+@njit(cache=True)
 def _step_down(node, a, g, pool_end, used, child, prior, edge_n, edge_w, legal, node_kind, node_value,
                node_n):
     """The child of ``node`` through ``a``, allocated (fresh) from slot ``g``'s
@@ -114,7 +133,7 @@ def _undo_virtual_loss(row, depth, path_nodes, path_actions, edge_n, edge_w, vlo
 @njit(cache=True)
 def select_leaves(slots, roots, remaining, used, cap, leaves_per_slot,
                   child, prior, edge_n, edge_w, legal, node_kind, node_value, node_n,
-                  c_init, c_base, fpu, fpu_reduction, vloss,
+                  c_init, c_base, fpu, fpu_reduction, vloss, forced_k,
                   out_slot, out_leaf, path_nodes, path_actions, path_len,
                   gumbel, total, root_score, visit_seq, c_visit, c_scale, q_rescale, q_buf, p_buf):
     """Descend from each slot's root and reserve up to ``leaves_per_slot`` new
@@ -145,8 +164,10 @@ def select_leaves(slots, roots, remaining, used, cap, leaves_per_slot,
             fresh = False
             while node_kind[node] == EXPANDED and depth < max_depth:
                 if not gumbel:
-                    a = _best_action(node, prior, edge_n, edge_w, legal, node_n, node_value, c_init, c_base,
-                                     fpu, fpu_reduction)
+                    a = _forced_action(node, prior, edge_n, legal, forced_k) if depth == 0 else -1
+                    if a < 0:
+                        a = _best_action(node, prior, edge_n, edge_w, legal, node_n, node_value, c_init,
+                                         c_base, fpu, fpu_reduction)
                 elif depth == 0:
                     a = _gumbel_root_action(node, root_score[g], visit_seq[g, total[g] - remaining[g]], prior,
                                             edge_n, edge_w, legal, node_value, c_visit, c_scale, q_rescale,

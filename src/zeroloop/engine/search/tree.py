@@ -50,6 +50,31 @@ class SearchStats:
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
 
+def pruned_visits(visits: np.ndarray, q: np.ndarray, prior: np.ndarray, scale: float, forced_k: float
+                  ) -> np.ndarray:
+    """KataGo's policy target pruning: from each root move but the most
+    visited, take back up to its forced playouts, ``sqrt(forced_k * P(a) * sum N)``,
+    as long as its PUCT score (``q + scale * P / (1 + n)``, ``scale`` the
+    root's ``c * sqrt(N)``) stays at most the most visited move's; a move
+    left with a single visit is dropped. The visits the target is built from."""
+    out = visits.astype(np.float64).copy()
+    total = float(out.sum())
+    if total <= 0 or forced_k <= 0:
+        return out
+    best = int(out.argmax())
+    best_score = q[best] + scale * prior[best] / (1.0 + out[best])
+    for a in np.flatnonzero(out > 0):
+        if a == best:
+            continue
+        forced = np.sqrt(forced_k * prior[a] * total)
+        gap = best_score - q[a]
+        # the fewest visits at which this move's PUCT score is no higher than the best move's
+        need = scale * prior[a] / gap - 1.0 if gap > 0 else np.inf
+        kept = min(out[a], max(out[a] - forced, np.ceil(need)))
+        out[a] = 0.0 if kept <= 1.0 else kept
+    return out
+
+
 @dataclass(frozen=True)
 class SearchResult:
     """Root statistics of one search, one row per searched slot.
@@ -232,6 +257,7 @@ class BatchedMCTS:
         cfg, b = self.config, self._buf
         c_base = cfg.c_base or 0.0
         vloss = cfg.virtual_loss if cfg.leaves_per_game > 1 else 0.0
+        forced_k = cfg.forced_playouts if add_noise else 0.0  # self-play searches only
         while self.remaining[slots_arr].sum() > 0:
             t0 = time.perf_counter()
             n = K.select_leaves(
@@ -239,14 +265,24 @@ class BatchedMCTS:
                 cfg.leaves_per_game, self.child, self.prior, self.edge_n, self.edge_w,
                 self.legal, self.node_kind, self.node_value, self.node_n,
                 cfg.c_puct, c_base, cfg.fpu, -1.0 if cfg.fpu_reduction is None else cfg.fpu_reduction, vloss,
-                b.out_slot, b.out_leaf, b.path_nodes, b.path_actions, b.path_len, *self._no_gumbel)
+                forced_k, b.out_slot, b.out_leaf, b.path_nodes, b.path_actions, b.path_len, *self._no_gumbel)
             self.stats.tree_s += time.perf_counter() - t0
             if n:
                 parents = b.path_nodes[np.arange(n), b.path_len[:n] - 1]
                 actions = b.path_actions[np.arange(n), b.path_len[:n] - 1]
                 self._evaluate_leaves(b.out_leaf[:n], parents, actions, vloss)
         self.stats.simulations += sims * len(slots_arr)
-        return self._root_result(slots_arr)
+        res = self._root_result(slots_arr)
+        if forced_k > 0:  # the policy target without the playouts forcing put where PUCT would not have
+            c = cfg.c_puct
+            for j, g in enumerate(slots_arr):
+                root = self.roots[g]
+                if c_base > 0:
+                    c = np.log((1.0 + self.node_n[root] + c_base) / c_base) + cfg.c_puct
+                scale = c * np.sqrt(max(self.node_n[root], 1.0))
+                kept = pruned_visits(res.visits[j], res.q[j], self.prior[root], scale, forced_k)
+                res.policy[j] = kept / kept.sum()
+        return res
 
     def _search_gumbel(self, slots: np.ndarray, sims: int, add_noise: bool) -> SearchResult:
         """Gumbel AlphaZero's search (see :class:`SearchConfig`); ``add_noise``
@@ -273,9 +309,9 @@ class BatchedMCTS:
             n = K.select_leaves(
                 slots, self.roots, self.remaining, self.used, self.cap, 1, self.child, self.prior,
                 self.edge_n, self.edge_w, self.legal, self.node_kind, self.node_value, self.node_n,
-                cfg.c_puct, 0.0, cfg.fpu, -1.0, 0.0, b.out_slot, b.out_leaf, b.path_nodes, b.path_actions,
-                b.path_len, True, self._total, self._root_score, self._visit_seq, cfg.c_visit, cfg.c_scale,
-                rescale, self._qbuf, self._pbuf)
+                cfg.c_puct, 0.0, cfg.fpu, -1.0, 0.0, 0.0, b.out_slot, b.out_leaf, b.path_nodes,
+                b.path_actions, b.path_len, True, self._total, self._root_score, self._visit_seq, cfg.c_visit,
+                cfg.c_scale, rescale, self._qbuf, self._pbuf)
             self.stats.tree_s += time.perf_counter() - t0
             if n:
                 parents = b.path_nodes[np.arange(n), b.path_len[:n] - 1]
