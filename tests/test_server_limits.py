@@ -199,7 +199,9 @@ def test_while_the_engine_thinks_pollers_get_answers_at_once(server):
 
     thinker = threading.Thread(target=think)
     thinker.start()
-    deadline = time.time() + 10
+    # the server's first search compiles the numba kernels (about 6 s alone on 2 cores, more while the
+    # suite's other worker runs): the wait for it to start allows for that
+    deadline = time.time() + 30
     while not httpx.get(f"{url}/api/sessions/{sid}", timeout=5).json()["thinking"]:
         assert time.time() < deadline, "the search never started"
         time.sleep(0.1)
