@@ -298,14 +298,15 @@ def _completed_q(node, prior, edge_n, edge_w, legal, node_value, rescale, out):
     v_mix = node_value[node]
     if total_n > 0.0 and pi_vis > 0.0:
         v_mix = (node_value[node] + total_n * weighted / pi_vis) / (1.0 + total_n)
-    lo, hi = 1e30, -1e30
     for a in range(prior.shape[1]):
         n = edge_n[node, a]
         out[a] = edge_w[node, a] / n if n > 0.0 else v_mix
-        if legal[node, a]:
-            lo = min(lo, out[a])
-            hi = max(hi, out[a])
-    if rescale and hi >= lo:
+    if rescale:
+        lo, hi = 1e30, -1e30
+        for a in range(prior.shape[1]):
+            if legal[node, a]:
+                lo = min(lo, out[a])
+                hi = max(hi, out[a])
         span = max(hi - lo, 1e-8)
         for a in range(prior.shape[1]):
             out[a] = 2.0 * (out[a] - lo) / span - 1.0
