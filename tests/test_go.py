@@ -221,7 +221,7 @@ def test_evaluation_plays_gnugo_and_says_when_it_is_missing(tmp_path, monkeypatc
 
     p = parse_params({"game": "go-5", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
                       "evaluate": {"games": 4, "simulations": 4, "uct_playouts": 5, "opening_plies": 2,
-                                   "gnugo_level": 1},
+                                   "gnugo_level": [1, 10, 1]},
                       "runtime": {"workers": 1, "device": "cpu"}})
     layout = Layout(tmp_path)
     init_step(p, layout)
@@ -232,11 +232,27 @@ def test_evaluation_plays_gnugo_and_says_when_it_is_missing(tmp_path, monkeypatc
     g = result["vs_gnugo1"]
     assert g["opponent"] == "gnugo1" and g["wins"] + g["draws"] + g["losses"] == 4
     assert 0 <= g["score"] <= 1 and g["ci95_low"] <= g["score"] <= g["ci95_high"]
+    strong = result["vs_gnugo10"]  # each level of the list once, in its order
+    assert strong["opponent"] == "gnugo10" and strong["wins"] + strong["draws"] + strong["losses"] == 4
+    assert [k for k in result if k.startswith("vs_gnugo")] == ["vs_gnugo1", "vs_gnugo10"]
     monkeypatch.setenv("ZEROLOOP_GNUGO", str(tmp_path / "no-gnugo"))
     capsys.readouterr()
     result = evaluate_step(p, layout, 1, progress=False)
-    assert "vs_gnugo1" not in result and "vs_uct" in result
-    assert "GnuGo is not installed, so no games against gnugo1" in capsys.readouterr().err
+    assert "vs_gnugo1" not in result and "vs_gnugo10" not in result and "vs_uct" in result
+    err = capsys.readouterr().err
+    assert "GnuGo is not installed, so no games against gnugo1" in err and "against gnugo10" in err
+
+
+def test_gnugo_levels_take_one_level_or_a_list_and_name_a_bad_one():
+    from zeroloop.pipeline.evaluation import gnugo_levels
+    from zeroloop.pipeline.params import ParamsError, parse_params
+
+    assert gnugo_levels(0) == [] and gnugo_levels(7) == [7] and gnugo_levels([10, 1, 10]) == [10, 1]
+    listed = parse_params({"game": "go-7", "evaluate": {"gnugo_level": [1, 10]}})
+    assert listed.evaluate.gnugo_level == [1, 10]
+    for bad in (11, [1, 11], [0]):
+        with pytest.raises(ParamsError, match="gnugo_level"):
+            parse_params({"game": "go-7", "evaluate": {"gnugo_level": bad}})
 
 
 def test_gnugo_as_a_match_player_beats_random_play():

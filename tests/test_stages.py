@@ -156,3 +156,36 @@ def test_the_reference_curve_is_drawn_only_for_runs_measured_like_it(tmp_path, m
         return int(((abs(r - 128) < 4) & (r == g) & (g == b)).sum())  # matplotlib's "grey" is (128,128,128)
 
     assert grey_pixels(ref) > grey_pixels(None) + 200
+
+
+def test_the_report_carries_each_gnugo_level_into_its_table_and_plot(tmp_path, monkeypatch):
+    """Go: every ``vs_gnugo<level>`` of eval.json becomes a column of the
+    per-generation table, a line of scores.png, and GnuGo a rated player."""
+    from zeroloop.engine.rating import fit_league
+    from zeroloop.pipeline.params import parse_params
+    from zeroloop.pipeline.stages import report
+
+    def result(opponent, wins, losses):
+        return {"opponent": opponent, "score": wins / (wins + losses), "wins": wins, "draws": 0,
+                "losses": losses}
+
+    p = parse_params({"game": "go-7", "evaluate": {"uct_playouts": 20, "gnugo_level": [1, 10]}})
+    rows = []
+    for g, (w1, w10) in enumerate(((2, 0), (6, 1)), start=1):
+        ev = {"model": f"gen{g}", "simulations": 64, "vs_random": result("random", 10, 0),
+              "vs_uct": result("uct20", 8, 2), "vs_gnugo1": result("gnugo1", w1, 10 - w1),
+              "vs_gnugo10": result("gnugo10", w10, 10 - w10)}
+        gate = {"generation": g, "candidate": f"gen{g}", "opponent": f"gen{g - 1}", "simulations": 64,
+                "wins": 12, "draws": 0, "losses": 8, "score": 0.6, "accepted": True}
+        rows.append({"eval": ev, "gate": gate, "train": {"train_loss": 1.0}, "selfplay": {"mean_length": 30}})
+    evals, gates = report.match_results(p, rows)
+    elo, gate_elo = fit_league(evals, anchor="uct20"), fit_league(gates, anchor="gen0@64")
+    table = report.table(p, rows, elo, gate_elo)
+    assert [(r["vs_gnugo1"], r["vs_gnugo10"]) for r in table] == [(0.2, 0.0), (0.6, 0.1)]
+    assert "gnugo1" in elo and "gnugo10" in elo
+    assert elo.rating("gnugo10")[0] > elo.rating("gnugo1")[0]  # it beat the models more often
+    monkeypatch.setattr(report, "PLOTS", tmp_path)
+    for row in table:  # the loss columns the plot draws
+        row.update(value_loss=0.5, policy_loss=0.5)
+    paths = report.draw_plots(table, "go-7", "uct20")
+    assert (tmp_path / "scores.png").stat().st_size > 0 and tmp_path / "scores.png" in paths

@@ -63,14 +63,21 @@ def positions_step(p: Params, layout: Layout, *, test: bool = False) -> Position
 
 def baselines(p: Params, has_perfect: bool) -> list[PlayerSpec]:
     """Random play, rollout UCT, and (tic-tac-toe) the perfect player, (Go,
-    ``evaluate.gnugo_level``) GnuGo."""
+    ``evaluate.gnugo_level``) GnuGo at each level asked for."""
     e = p.evaluate
     out = [PlayerSpec("random", "random"), PlayerSpec("uct", f"uct{e.uct_playouts}", playouts=e.uct_playouts)]
     if has_perfect and e.perfect_games and p.game == "tictactoe":
         out.append(PlayerSpec("perfect", "perfect"))  # Connect Four: error rate only (solving is slow)
-    if e.gnugo_level and p.game.startswith("go-"):
-        out.append(PlayerSpec("gnugo", f"gnugo{e.gnugo_level}", level=e.gnugo_level))
+    if p.game.startswith("go-"):
+        out += [PlayerSpec("gnugo", f"gnugo{level}", level=level) for level in gnugo_levels(e.gnugo_level)]
     return out
+
+
+def gnugo_levels(setting: int | list[int]) -> list[int]:
+    """``evaluate.gnugo_level`` as the levels GnuGo plays at, each once, in
+    the order given: 0 or [] is none."""
+    levels = [setting] if isinstance(setting, int) else list(setting)
+    return list(dict.fromkeys(x for x in levels if x))
 
 
 def policy_and_search_moves(p: Params, path: str, states: list) -> tuple[np.ndarray, list[int]]:

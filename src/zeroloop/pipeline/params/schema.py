@@ -29,7 +29,15 @@ import json
 from dataclasses import replace
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from zeroloop.engine.arena import MatchConfig, even_games
 from zeroloop.engine.config import Annotated, at, config_fields
@@ -72,6 +80,13 @@ def config_section(cls: type, name: str, *, leading: dict | None = None, validat
                          **fields)
     model.library_config = cls
     return model
+
+
+def _gnugo_levels(v: int | list[int]) -> int | list[int]:
+    levels = [v] if isinstance(v, int) else v
+    if any(not 1 <= x <= 10 for x in levels) and v != 0:
+        raise ValueError("needs a GnuGo level 1-10 (0: none) or a list of them")
+    return v
 
 
 def _even_validator():
@@ -120,10 +135,10 @@ EvaluateParams = config_section(
     uct_playouts=(Annotated[int, at.Interval(ge=1, le=1_000_000)], Field(400, description=(
         "playouts per move of the rollout-UCT baseline (the Elo anchor, named uct<playouts>)"))),
     perfect_games=(bool, Field(True, description="tic-tac-toe: also play the perfect player")),
-    gnugo_level=(Annotated[int, at.Interval(ge=0, le=10)], Field(0, description=(
-        "Go: also play GnuGo at this level (1-10; GnuGo's default is 10) over GTP, a baseline on the "
-        "same Elo scale (Debian's gnugo, `make gnugo`; where it is missing the evaluation says so and "
-        "skips it); 0: not"))),
+    gnugo_level=(Annotated[int | list[int], AfterValidator(_gnugo_levels)], Field(0, description=(
+        "Go: also play GnuGo at this level (1-10; GnuGo's default is 10), or at each level of a list "
+        "such as [1, 10], over GTP, baselines on the same Elo scale (Debian's gnugo, `make gnugo`; "
+        "where it is missing the evaluation says so and skips it); 0 or []: not"))),
     positions_per_group=(Annotated[int, at.Interval(ge=0, le=100_000)], Field(100, description=(
         "solver-labelled validation positions per group, measured every generation and the ones "
         "ablations and tuning may choose on (Connect Four: Pons' six groups, with the solver extra; "

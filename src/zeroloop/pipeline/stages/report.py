@@ -103,6 +103,8 @@ def table(p: Params, rows: list[dict], elo: EloFit, gate_elo: EloFit) -> list[di
         })
         if "vs_perfect" in ev:
             row["vs_perfect"] = ev["vs_perfect"]["score"]
+        for key in gnugo_keys(ev):  # Go: GnuGo at each level of evaluate.gnugo_level
+            row[key] = ev[key]["score"]
         if "solver" in ev:
             row["solver_error"] = ev["solver"]["search_error_rate"]
             row["policy_error"] = ev["solver"]["policy_error_rate"]
@@ -113,6 +115,11 @@ def table(p: Params, rows: list[dict], elo: EloFit, gate_elo: EloFit) -> list[di
         out.append(row)
         previous = me
     return out
+
+
+def gnugo_keys(ev: dict) -> list[str]:
+    """The ``vs_gnugo<level>`` results of an ``eval.json``, in its order."""
+    return [k for k in ev if k.startswith("vs_gnugo") and isinstance(ev[k], dict)]
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
@@ -157,8 +164,9 @@ def draw_plots(rows: list[dict], game: str, anchor: str, reference: list[dict] |
     _save(fig, paths[-1])
     paths.append(_error_plot(rows, game, minutes, reference))
     fig, ax = plt.subplots(figsize=(6, 4))
+    gnugo = [(k, f"vs GnuGo level {k.removeprefix('vs_gnugo')}") for k in rows[0] if k.startswith("vs_gnugo")]
     for key, label in (("vs_random", "vs random"), ("vs_uct", "vs rollout UCT"), ("vs_perfect", "vs perfect"),
-                       ("gate_score", "gate: candidate vs best")):
+                       *gnugo, ("gate_score", "gate: candidate vs best")):
         if key in rows[0]:
             ax.plot(gens, [r[key] for r in rows], marker="o", label=label)
     if "solver_error" in rows[0]:
@@ -262,6 +270,11 @@ def run(p: Params) -> None:
     for key in ("gate_elo", "gate_elo_se", "vs_perfect", "solver_error", "policy_error"):
         if key in last:
             metrics[key] = last[key]
+    for key in gnugo_keys(final_eval):  # the score, and GnuGo's own rating on the run's Elo scale
+        name = final_eval[key]["opponent"]
+        metrics[key] = last[key]
+        if name in elo:
+            metrics[f"{name}_elo"], metrics[f"{name}_elo_se"] = (round(x, 1) for x in elo.rating(name))
     if "solver" in final_eval:
         solver = final_eval["solver"]
         metrics["solver_positions"] = solver["positions"]
@@ -308,6 +321,11 @@ def run(p: Params) -> None:
                   f"({last['training_minutes']:.0f} min of training): Elo {last['elo']:.0f} "
                   f"± {1.96 * last['elo_se']:.0f} ({anchor} = 0), vs random {last['vs_random']:.0%}, "
                   f"vs uct{p.evaluate.uct_playouts} {last['vs_uct']:.0%}{reg}")
+    for key in gnugo_keys(final_eval):
+        name = final_eval[key]["opponent"]
+        rated = (f", GnuGo's Elo {metrics[name + '_elo']:.0f} ± {1.96 * metrics[name + '_elo_se']:.0f}"
+                 if name + "_elo" in metrics else "")
+        say("report", f"vs GnuGo level {name.removeprefix('gnugo')} {last[key]:.0%}{rated}")
     if "solver_error" in last:
         say("report", f"move error with {metrics['solver_simulations']} simulations "
                       f"{last['solver_error']:.1%}, raw policy {last['policy_error']:.1%} "
