@@ -1,5 +1,7 @@
 """The generation steps' training choices: which network training starts from, dedup."""
 
+import shutil
+
 import pytest
 
 from zeroloop.pipeline.data.layout import Layout
@@ -122,3 +124,40 @@ def test_a_generation_without_a_perfect_player_runs_through_every_step(tmp_path,
     result = evaluate_step(p, layout, 1, progress=False)
     assert gate["games"] == 2 and "solver" not in result
     assert {"vs_random", "vs_uct"} <= set(result)
+
+
+def test_the_window_grows_and_the_learning_rate_falls_across_generations(tmp_path):
+    """train.replay_start / replay_grow_every: generation g's window holds
+    min(replay_generations, start + (g - 1) // every) generations;
+    train.lr_generation_decay: generation g trains at lr * decay ** (g - 1)."""
+    gens = {str(g): {"prev": g - 1} for g in range(1, 6)}
+    train = {"epochs": 1, "batch_size": 8, "replay_generations": 3, "replay_start": 1, "replay_grow_every": 2,
+             "lr": 0.004, "lr_generation_decay": 0.5}
+    p = _params(train=train, generations=gens)
+    layout = Layout(tmp_path)
+    init_step(p, layout)
+    windows, rates = [], []
+    for gen in range(1, 6):
+        selfplay_step(p, layout, gen, gen - 1, progress=False)
+        summary = train_step(p, layout, gen, gen - 1, progress=False)
+        layout.model(gen).write_bytes(layout.model(gen, "candidate").read_bytes())  # as if accepted
+        windows.append(summary["window"])
+        rates.append(summary["lr"])
+    assert windows == [[1], [2], [3, 2], [4, 3], [5, 4, 3]]
+    assert rates == pytest.approx([0.004, 0.002, 0.001, 0.0005, 0.00025])
+    # the rate reaches the optimiser: generation 5 again at the undecayed rate trains another net
+    again = Layout(tmp_path / "again")
+    flat = _params(train=dict(train, lr_generation_decay=1.0), generations=gens)
+    for g in range(5):
+        again.model(g).parent.mkdir(parents=True, exist_ok=True)
+        again.model(g).write_bytes(layout.model(g).read_bytes())
+    shutil.copytree(layout.root / "data", again.root / "data", dirs_exist_ok=True)
+    assert train_step(flat, again, 5, 4, progress=False)["lr"] == 0.004
+    assert again.model(5, "candidate").read_bytes() != layout.model(5, "candidate").read_bytes()
+
+
+def test_a_window_that_starts_above_its_cap_is_refused():
+    from zeroloop.pipeline.params import ParamsError
+
+    with pytest.raises(ParamsError, match="replay_start"):
+        _params(train={"replay_generations": 2, "replay_start": 3})

@@ -128,11 +128,12 @@ def replay_window(p: Params, layout: Layout, gen: int, prev: int) -> list[dict]:
     ``train.replay_generations`` generations. The window is chained through
     small manifests (data/replay/gen_g.json lists the shards of the window and
     their checksums), so a generation depends on its predecessor's manifest
-    rather than on a variable number of directories."""
+    rather than on a variable number of directories. With window growth
+    (``train.replay_start``) the cut follows the generation."""
     newest = {"generation": gen, "dir": str(layout.data(gen)),
               "shards": read_manifest(layout.data(gen) / "manifest.json")["shards"]}
     older = read_json(layout.replay_manifest(prev))["window"]
-    return [newest] + older[:p.train.replay_generations - 1]
+    return [newest] + older[:p.train.config().window_generations(gen) - 1]
 
 
 def checked_shards(entries: list[dict]) -> list[str]:
@@ -162,7 +163,7 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
     game = p.make_game()
     entries = replay_window(p, layout, gen, prev)
     data = load_replay(game, checked_shards(entries))
-    cfg = p.train.config()
+    cfg = p.train.config().for_generation(gen)
     occurrences = len(data)
     if cfg.dedup:
         data = data.deduplicated()
@@ -176,7 +177,7 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
                meta={"generation": gen, "origin": gen, "trained_from": meta.get("origin", prev)})
     summary = {"generation": gen, "samples": len(data), "positions_played": occurrences,
                "trained_from": meta.get("origin", prev),
-               "window": [e["generation"] for e in entries], "wall_s": round(wall, 1)}
+               "window": [e["generation"] for e in entries], "lr": cfg.lr, "wall_s": round(wall, 1)}
     summary.update({k.replace("_epoch", "").replace("/", "_"): round(v, 5) for k, v in losses.items()})
     summary.update(process_clock())
     write_json(layout.report(gen, "train"), summary)

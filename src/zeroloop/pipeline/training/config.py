@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from zeroloop.engine.config import Annotated, at, check_fields
@@ -14,6 +14,13 @@ class TrainConfig:
 
     replay_generations: the replay window, in generations (this one and the
         ones before it); the Oracle Connect Four series grew it from 4 to 20.
+    replay_start, replay_grow_every: window growth. ``replay_start`` 0 (off):
+        the window holds up to ``replay_generations`` from the start. Above 0:
+        generation g's window holds up to
+        ``min(replay_generations, replay_start + (g - 1) // replay_grow_every)``
+        generations, so early generations, whose games came from weak nets,
+        leave the window sooner and later ones keep more (KataGo grows its
+        window with the data; AlphaZero.jl schedules its buffer size).
     epochs: passes over the window per generation.
     batch_size: positions per optimiser step (AlphaZero: 4096 over many devices).
     optimizer: ``adam``; ``adamw`` (Adam with decoupled ``weight_decay``,
@@ -21,6 +28,9 @@ class TrainConfig:
     lr: learning rate at the start of the schedule.
     lr_schedule: ``constant``; ``cosine`` (down to 5% of lr over the epochs);
         ``step`` (times ``lr_step_gamma`` every ``lr_step_epochs`` epochs).
+    lr_generation_decay: the learning rate across generations: generation g
+        starts its schedule at ``lr * lr_generation_decay ** (g - 1)`` (1: the
+        same every generation, as before; 0.9 halves it in about 7 generations).
     lr_step_epochs, lr_step_gamma: ``step`` schedule only: every ``lr_step_epochs``
         epochs the learning rate is multiplied by ``lr_step_gamma``.
     momentum: ``sgd`` only: the momentum (AlphaZero: 0.9).
@@ -59,11 +69,14 @@ class TrainConfig:
     """
 
     replay_generations: Annotated[int, at.Interval(ge=1, le=1000)] = 4
+    replay_start: Annotated[int, at.Interval(ge=0, le=1000)] = 0
+    replay_grow_every: Annotated[int, at.Interval(ge=1, le=1000)] = 1
     epochs: Annotated[int, at.Interval(ge=1, le=1000)] = 4
     batch_size: Annotated[int, at.Interval(ge=1, le=65536)] = 256
     optimizer: Literal["adam", "adamw", "sgd"] = "adam"
     lr: Annotated[float, at.Interval(gt=0, le=10)] = 2e-3
     lr_schedule: Literal["constant", "cosine", "step"] = "cosine"
+    lr_generation_decay: Annotated[float, at.Interval(gt=0, le=1)] = 1.0
     lr_step_epochs: Annotated[int, at.Ge(1)] = 2
     lr_step_gamma: Annotated[float, at.Interval(gt=0, le=1)] = 0.3
     momentum: Annotated[float, at.Interval(ge=0, lt=1)] = 0.9
@@ -79,6 +92,22 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, "train")
+        if self.replay_start > self.replay_generations:
+            raise ValueError(f"train.replay_start={self.replay_start} is above train.replay_generations="
+                             f"{self.replay_generations}, the most the window grows to")
         if self.weight_decay and self.optimizer != "adamw":
             raise ValueError(f"train.weight_decay={self.weight_decay} is AdamW's decoupled decay; "
                              f"set train.optimizer: adamw, or use train.l2 with {self.optimizer}")
+
+    def window_generations(self, gen: int) -> int:
+        """How many generations generation ``gen``'s replay window holds at most."""
+        if not self.replay_start:
+            return self.replay_generations
+        return min(self.replay_generations, self.replay_start + (gen - 1) // self.replay_grow_every)
+
+    def for_generation(self, gen: int) -> TrainConfig:
+        """The settings generation ``gen`` trains with: its learning rate
+        after ``lr_generation_decay``."""
+        if self.lr_generation_decay == 1.0:
+            return self
+        return replace(self, lr=self.lr * self.lr_generation_decay ** (gen - 1))
