@@ -294,3 +294,50 @@ def test_history_planes_show_the_positions_before_the_last_moves():
     assert np.array_equal(g.encode([other])[0][:4], x[:4]) and not np.array_equal(g.encode([other])[0], x)
     assert position_key(other) != position_key(captured)
     assert position_key(captured)[:4] == (captured.me, captured.opp, captured.last, captured.ply & 1)
+
+
+def test_gnugo_captures_the_dead_stones_before_it_passes_so_tromp_taylor_scores_play():
+    """A player that drops a few stones into GnuGo's area and then passes:
+    GnuGo as an opponent (``capture_all_dead``, the default) takes those
+    stones off before it passes, so the Tromp-Taylor result of every game is
+    GnuGo's own count with no stone left dead. Without the option GnuGo passes
+    with dead stones on the board and Tromp-Taylor counts them, the measuring
+    error the 7x7 preset's first run met."""
+    from zeroloop.engine.arena import make_openings, play_games
+    from zeroloop.engine.gtp_client import GtpEngine, GtpPlayer, gnugo_command
+    from zeroloop.engine.players import PositionPlayer
+
+    game = make_game("go-7")
+
+    class DropThenPass(PositionPlayer):
+        def __init__(self, rng):
+            self.rng, self.name = rng, "drop-then-pass"
+
+        def move(self, state):
+            stones = int(np.count_nonzero(game.encode([state])[0, :2]))
+            if stones >= 16:
+                return game.pass_action
+            legal = np.flatnonzero(game.legal_mask(state)[:game.pass_action])
+            return int(legal[self.rng.integers(len(legal))]) if len(legal) else game.pass_action
+
+    def dead_left(capture_all_dead):
+        gnugo = GtpPlayer(game, gnugo_command(1, seed=0, capture_all_dead=capture_all_dead), "gnugo1")
+        rng = np.random.default_rng(2)
+        results = play_games(game, gnugo, DropThenPass(rng), make_openings(game, 0, 1, rng))
+        out = []
+        for r in results:
+            state = game.play(r.actions)
+            assert state.outcome is not None
+            with GtpEngine(gnugo_command(10, capture_all_dead=False)) as judge:
+                for cmd in ("boardsize 7", "komi 9", "clear_board"):
+                    judge.send(cmd)
+                for i, a in enumerate(r.actions):
+                    judge.send(f"play {'bw'[i % 2]} {game.format_action(a)}")
+                dead = judge.send("final_status_list dead").split()
+                said = judge.send("final_score")  # "B+40.0", "W+3.0" or "0"
+                theirs = 0.0 if said == "0" else (1 if said[0] == "B" else -1) * float(said[2:])
+                out.append((len(dead), game.score(state) == theirs))
+        return out
+
+    assert all(n == 0 and same for n, same in dead_left(True)), dead_left(True)
+    assert any(n > 0 for n, _ in dead_left(False))  # the scenario does catch a GnuGo that leaves them
