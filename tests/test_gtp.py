@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from zeroloop.engine.games import make_game
@@ -106,3 +107,57 @@ def test_whole_games_against_gnugo_over_gtp():
             assert state.outcome is not None  # two passes (or the move cap) ended it
             with pytest.raises(GtpError, match="the game is over"):
                 ours.send("genmove black")
+
+
+
+def _a_repeating_move(game, seed=0):
+    """A position of a seeded random game and an empty point whose stone
+    would be no suicide but would repeat an earlier board (ko or superko)."""
+    rng = np.random.default_rng(seed)
+    while True:
+        s = game.initial_state()
+        while s.outcome is None:
+            for a in range(game.pass_action):
+                after = None if (s.me | s.opp) & game.cell_bits[a] else game._play_stone(s.me, s.opp,
+                                                                                       game.cell_bits[a])
+                if after is not None and game._boards(s, *after) in s.seen:
+                    return s, a
+            legal = np.flatnonzero(game.legal_mask(s))
+            s = game.apply(s, int(legal[rng.integers(len(legal))]))
+
+
+def test_an_engine_move_that_repeats_a_position_is_taken_back_and_passed(tmp_path):
+    """GnuGo forbids only the immediate ko recapture, so in rare positions
+    (one ended the 7x7 run's evaluation of generation 11) it answers a move
+    that repeats an earlier board. GtpPlayer takes it back (``undo``) and
+    passes. A scripted GTP peer stands in for GnuGo: it answers ``genmove``
+    with the one move given, which real GnuGo does not do on cue."""
+
+    from zeroloop.engine.gtp_client import GtpPlayer
+
+    game = make_game("go-7")
+    state, repeat = _a_repeating_move(game)
+    assert not game.legal_mask(state)[repeat]
+    legal = int(np.flatnonzero(game.legal_mask(state)[:game.pass_action])[0])
+
+    def engine(move):
+        script = tmp_path / f"answers_{move}.py"
+        script.write_text(
+            "import sys\n"
+            "undone = 0\n"
+            "for line in sys.stdin:\n"
+            "    cmd = line.split()\n"
+            "    if cmd and cmd[0] == 'undo': undone += 1\n"
+            f"    answer = {game.format_action(move)!r} if cmd and cmd[0] == 'genmove' else ''\n"
+            "    answer = str(undone) if cmd and cmd[0] == 'undone' else answer\n"
+            "    print(f'= {answer}\\n', flush=True)\n"
+            "    if cmd and cmd[0] == 'quit': break\n")
+        return GtpPlayer(game, [sys.executable, str(script)], "scripted")
+
+    plays = engine(legal)
+    assert plays.choose([0], [state]) == [legal] and plays.superko_passes == 0
+    plays.close()
+    passes = engine(repeat)
+    assert passes.choose([0], [state]) == [game.pass_action] and passes.superko_passes == 1
+    assert passes._engines[0].send("undone") == "1"  # the engine was told to take its move back
+    passes.close()

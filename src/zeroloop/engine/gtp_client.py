@@ -118,7 +118,9 @@ class GtpPlayer:
     it. The engine is shown the position then reached stone by stone (the
     opening's random moves capture nothing), then every move as it is
     played; ``genmove`` gives its moves (``resign`` is played as a pass, so
-    the game goes on to its scored end). Engines are closed when their game
+    the game goes on to its scored end; so is a move that repeats an earlier
+    position, which GnuGo's simple ko allows and positional superko does not:
+    the engine takes it back with ``undo``). Engines are closed when their game
     ends or new games start."""
 
     def __init__(self, game, command: Sequence[str], name: str) -> None:
@@ -129,6 +131,7 @@ class GtpPlayer:
         self.game, self.command, self.name = game, list(command), name
         self._engines: dict[int, GtpEngine] = {}
         self._generated: dict[int, int] = {}  # game -> the move its engine just generated
+        self.superko_passes = 0  # moves the engine chose that positional superko forbids, passed instead
 
     def _colour(self, state) -> str:
         return "black" if state.ply % 2 == 0 else "white"
@@ -160,6 +163,13 @@ class GtpPlayer:
                 out.append(self.game.pass_action)
                 continue
             action = self.game.parse_action(answer)
+            if not self.game.legal_mask(s)[action]:
+                # GnuGo forbids only the immediate ko recapture; a move that repeats an
+                # earlier position (positional superko) is taken back and passed instead
+                self._engines[i].send("undo")
+                self.superko_passes += 1
+                out.append(self.game.pass_action)
+                continue
             self._generated[i] = action  # already on its board
             out.append(action)
         return out
