@@ -183,6 +183,11 @@ def test_the_report_carries_each_gnugo_level_into_its_table_and_plot(tmp_path, m
     table = report.table(p, rows, elo, gate_elo)
     assert [(r["vs_gnugo1"], r["vs_gnugo10"]) for r in table] == [(0.2, 0.0), (0.6, 0.1)]
     assert "gnugo1" in elo and "gnugo10" in elo
+    # the anchor the games inform best: GnuGo level 1 (8 of 20 points) over UCT (16 of 20) and level 10 (1)
+    assert report.anchor_of(p, evals) == "gnugo1"
+    assert report.anchor_of(p, [e for e in evals if not e[1].startswith("gnugo")]) == "uct20"
+    swept = [(a, b, w + d + lo, 0, 0) for a, b, w, d, lo in evals]  # every game won: nothing informs
+    assert report.anchor_of(p, swept) == "uct20"
     assert elo.rating("gnugo10")[0] > elo.rating("gnugo1")[0]  # it beat the models more often
     monkeypatch.setattr(report, "PLOTS", tmp_path)
     for row in table:  # the loss columns the plot draws

@@ -56,11 +56,33 @@ def match_results(p: Params, rows: list[dict]) -> tuple[list[tuple], list[tuple]
 
 
 def anchor_of(p: Params, evals: list[tuple]) -> str:
-    """The rollout-UCT baseline: every model meets it and scores neither 0 nor
-    100% for long, so the games inform its distance to it; random play, which
-    every trained model beats every game, says almost nothing."""
+    """The baseline the games inform best, rollout UCT or (Go) GnuGo: the
+    one whose results are the furthest from all wins or all losses (pooled
+    over the generations), so its distance to the models is measured, not
+    bounded. Ties go to rollout UCT, then to the order the baselines played
+    in. Connect Four's UCT-1000
+    is such a baseline; on Go the models beat 20-playout UCT every game after
+    one generation while GnuGo keeps winning some, so GnuGo anchors there.
+    Random play, which every trained model beats every game, says almost
+    nothing."""
     uct = f"uct{p.evaluate.uct_playouts}"
-    return uct if any(uct == b for _, b, *_ in evals) else "random"
+    totals: dict[str, list[float]] = {}
+    for _, b, w, d, lost in evals:
+        if b != uct and not b.startswith("gnugo"):
+            continue  # random play, and the perfect player a trained model only draws against
+        t = totals.setdefault(b, [0.0, 0.0])
+        t[0] += w + d / 2
+        t[1] += w + d + lost
+    if not totals:
+        return "random"
+
+    def informed(name: str) -> tuple[float, bool]:
+        points, games = totals[name]
+        share = points / games if games else 1.0
+        return min(share, 1 - share), name == uct
+
+    best = max(totals, key=informed)  # max keeps the first of equals: the order played
+    return best if informed(best)[0] > 0 else (uct if uct in totals else "random")
 
 
 def training_clock(rows: list[dict]) -> list[tuple[float, float]]:
