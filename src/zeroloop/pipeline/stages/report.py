@@ -345,7 +345,8 @@ def run(p: Params) -> None:
                   f"vs uct{p.evaluate.uct_playouts} {last['vs_uct']:.0%}{reg}")
     for key in gnugo_keys(final_eval):
         name = final_eval[key]["opponent"]
-        rated = (f", GnuGo's Elo {metrics[name + '_elo']:.0f} ± {1.96 * metrics[name + '_elo_se']:.0f}"
+        rated = (" (the Elo anchor)" if name == anchor else
+                 f", GnuGo's Elo {metrics[name + '_elo']:.0f} ± {1.96 * metrics[name + '_elo_se']:.0f}"
                  if name + "_elo" in metrics else "")
         say("report", f"vs GnuGo level {name.removeprefix('gnugo')} {last[key]:.0%}{rated}")
     if "solver_error" in last:
