@@ -60,11 +60,10 @@ def anchor_of(p: Params, evals: list[tuple]) -> str:
     one whose results are the furthest from all wins or all losses (pooled
     over the generations), so its distance to the models is measured, not
     bounded. Ties go to rollout UCT, then to the order the baselines played
-    in. Connect Four's UCT-1000
-    is such a baseline; on Go the models beat 20-playout UCT every game after
-    one generation while GnuGo keeps winning some, so GnuGo anchors there.
-    Random play, which every trained model beats every game, says almost
-    nothing."""
+    in. Connect Four's UCT-1000 is such a baseline; on Go the models beat
+    20-playout UCT every game after one generation while GnuGo keeps winning
+    some, so GnuGo anchors there. Random play, which every trained model
+    beats every game, says almost nothing."""
     uct = f"uct{p.evaluate.uct_playouts}"
     totals: dict[str, list[float]] = {}
     for _, b, w, d, lost in evals:
