@@ -26,11 +26,12 @@ of the precisions the pipeline runs (fp32, bf16, int8) on N Connect Four
 positions per Pons group, at ``--sims`` simulations, with each error's 95%
 interval and the paired difference from fp32's.
 
-``--isa avx2`` runs everything as an AVX2 CPU without AVX-512 would, as far as
-the libraries allow: oneDNN (``ONEDNN_MAX_CPU_ISA``), PyTorch's own kernels
-(``ATEN_CPU_CAPABILITY``) and fbgemm (``FBGEMM_ENABLE_INSTRUCTIONS``) honour a
-cap; ONNX Runtime has none, so its figures under ``--isa avx2`` are still
-this CPU's own (the output says so).
+``--isa avx2`` runs everything as an AVX2 CPU without AVX-512 would: oneDNN
+(``ONEDNN_MAX_CPU_ISA``), PyTorch's own kernels (``ATEN_CPU_CAPABILITY``),
+fbgemm, MKL, numba and numpy honour a cap; ONNX Runtime has none, so it runs
+as a patched copy that sees no AVX-512 (:mod:`zeroloop.engine.nn.ort_isa`;
+the output names the kernel path it took). ``--isa avx512`` caps all but
+ONNX Runtime at AVX-512 without VNNI or bf16.
 
     python benchmarks/inference_options.py [--batches 1,8,32,64] [--seconds 2] [--positions 300]
         [--only NAME,...] [--search 0] [--sims 200] [--isa native|avx2|avx512]
@@ -229,12 +230,11 @@ def main() -> None:
         scorer = perfect_scorer(game)
         if scorer is not None:
             labelled = make_position_set(game, a.positions, np.random.default_rng(1), scorer)
-    from zeroloop.engine.nn.machine import describe, summary_line
+    from zeroloop.engine.nn.machine import describe, emulation_line, summary_line
 
     print("machine: " + summary_line(describe("cpu", "auto"), "auto"))  # what auto picks here
     if a.isa != "native":
-        print(f"emulated: --isa {a.isa} caps oneDNN, PyTorch's kernels and fbgemm; ONNX Runtime's figures "
-              "are this CPU's own (it has no cap)")
+        print(emulation_line(a.isa))
     print(f"model {model} ({game.name}, {net.config.blocks}x{net.config.channels}), 1 torch thread, "
           f"{a.seconds:g} s per measurement")
     base_p, base_v = torch_infer(net)(planes)

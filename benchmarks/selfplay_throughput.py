@@ -131,7 +131,7 @@ def _rate(results: list[dict], key: str) -> float:
 
 def main() -> None:
     from zeroloop.engine.nn import NetConfig
-    from zeroloop.engine.nn.machine import ISA_CAPS, run_as
+    from zeroloop.engine.nn.machine import ISA_CAPS, emulation_line, run_as
     from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
     from zeroloop.pipeline.runtime.workers import ProcessPool, default_workers
 
@@ -158,8 +158,9 @@ def main() -> None:
                         "runtime.precision: auto picks on this machine; fp16: CUDA only; int8: CPU only); "
                         "anything but fp32 is also measured against fp32 in the same run")
     p.add_argument("--isa", default="native", choices=["native", *ISA_CAPS],
-                   help="run as a CPU with at most this ISA would: oneDNN, PyTorch's kernels and fbgemm "
-                        "are capped, ONNX Runtime (int8) is not (docs/speed.md)")
+                   help="run as a CPU with at most this ISA would: oneDNN, PyTorch, fbgemm, MKL, numba and "
+                        "numpy are capped; ONNX Runtime (int8) too for avx2, as a patched copy "
+                        "(docs/speed.md)")
     a = p.parse_args()
     run_as(a.isa)
     from zeroloop.engine.nn import resolve_device
@@ -191,6 +192,8 @@ def main() -> None:
     from zeroloop.engine.nn.machine import describe, summary_line
 
     print("machine: " + summary_line(describe(a.device, "auto"), "auto"))  # what auto picks here
+    if a.isa != "native":
+        print(emulation_line(a.isa))
     print(f"game {a.game}, net {net}, {a.workers} worker process(es), 1 torch thread each, "
           f"{a.sims} sims/move, {a.games} games/worker, device {resolve_device(a.device)}, "
           f"after/network precision {a.precision} ({chosen})")

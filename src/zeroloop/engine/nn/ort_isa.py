@@ -1,0 +1,149 @@
+"""ONNX Runtime as an AVX2 CPU runs it, on a CPU with AVX-512: a patched copy
+of the installed package, for measuring (``--isa avx2`` in the benchmarks,
+``benchmarks/run_as.py`` for a whole run). Never used by a normal run.
+
+oneDNN, PyTorch and fbgemm take an environment variable that caps the
+instructions they use; ONNX Runtime has none. Its kernel library (MLAS)
+picks its kernels once, as it loads, from CPUID and from the extended control
+register XCR0 that ``xgetbv`` reads: the AVX-512 kernels (and with them the
+VNNI ones) only where XCR0 says the operating system saves the AVX-512
+registers (bits 5-7), the AVX2/FMA kernels where it says so for AVX (bits
+1-2). The copy made here has each ``xgetbv`` instruction of its native
+library replaced by ``push 7; pop rax`` (the same three bytes' length): XCR0
+then reads x87 + SSE + AVX and nothing more, so MLAS takes exactly the path
+an AVX2 CPU takes (``vpmaddubsw`` + ``vpmaddwd`` for int8 instead of one
+``vpdpbusd``; 8-float NCHWc blocks instead of 16). The instructions are found
+by disassembling (binutils' ``objdump``), not by searching bytes: the same
+three bytes occur elsewhere in the library as data or inside other
+instructions. :func:`nchwc_block` tells which path a loaded ONNX Runtime took.
+
+What it cannot emulate: the CPU itself (an AVX2 path on a Zen 4 runs at the
+Zen 4's clock, caches and memory), and CPUID checks that do not consult XCR0
+(none in MLAS's kernel choice).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+#: ``xgetbv`` (0f 01 d0) and what replaces it: ``push 7; pop rax`` (XCR0 = x87 | SSE | AVX)
+XGETBV = b"\x0f\x01\xd0"
+XCR0_AVX = b"\x6a\x07\x58"
+
+
+def installed_package() -> Path:
+    """The installed ``onnxruntime`` package's folder (not a patched copy on
+    ``PYTHONPATH``: the one that site-packages holds)."""
+    spec = importlib.util.find_spec("onnxruntime")
+    if spec is None or not spec.submodule_search_locations:
+        raise ValueError("onnxruntime is not installed (make setup installs it)")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def native_library(package: Path) -> Path:
+    """The shared object that holds ONNX Runtime's kernels in ``package``."""
+    found = sorted((package / "capi").glob("onnxruntime_pybind11_state*.so"))
+    if not found:
+        raise ValueError(f"{package}/capi has no onnxruntime_pybind11_state*.so to patch")
+    return found[0]
+
+
+def xgetbv_offsets(library: Path) -> list[int]:
+    """File offsets of every ``xgetbv`` instruction in ``library``, found by
+    disassembling it (addresses mapped to offsets through its section table)."""
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        raise ValueError("emulating AVX2 for ONNX Runtime needs objdump (Debian: apt-get install binutils)")
+
+    def run(*args: str) -> str:
+        return subprocess.run([objdump, *args, str(library)], capture_output=True, text=True, check=True).stdout
+
+    # objdump -h: "idx name size vma lma file-offset align"
+    sections = [(int(m.group(2), 16), int(m.group(1), 16), int(m.group(3), 16))
+                for m in re.finditer(r"^\s*\d+\s+\S+\s+([0-9a-f]+)\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)",
+                                     run("-h"), re.M)]
+    offsets = []
+    for m in re.finditer(r"^\s*([0-9a-f]+):\s+xgetbv\s*$", run("-d", "--no-show-raw-insn"), re.M):
+        addr = int(m.group(1), 16)
+        offsets += [off + addr - vma for vma, size, off in sections if vma <= addr < vma + size]
+    return offsets
+
+
+def patch_library(library: Path) -> int:
+    """Replace every ``xgetbv`` of ``library`` (in place) by ``push 7; pop
+    rax``; returns how many. Refuses a library with none, or whose bytes at a
+    found offset are not ``xgetbv``."""
+    offsets = xgetbv_offsets(library)
+    if not offsets:
+        raise ValueError(f"{library}: no xgetbv instruction found, so nothing would be capped")
+    data = bytearray(library.read_bytes())
+    for at in offsets:
+        if data[at:at + 3] != XGETBV:
+            raise ValueError(f"{library}: the bytes at offset {at:#x} are not xgetbv")
+        data[at:at + 3] = XCR0_AVX
+    library.write_bytes(bytes(data))
+    return len(offsets)
+
+
+def capped_copy(cache: Path | None = None) -> Path:
+    """A folder holding a copy of the installed ``onnxruntime`` package whose
+    kernels are chosen as on an AVX2 CPU: put it first on ``PYTHONPATH``.
+    Made once per installed library (keyed by its sha256) under ``cache``
+    (default ``~/.cache/zeroloop/onnxruntime-avx2``), atomically."""
+    package = installed_package()
+    library = native_library(package)
+    digest = hashlib.sha256(library.read_bytes()).hexdigest()[:16]
+    root = Path(cache or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+                / "zeroloop" / "onnxruntime-avx2")
+    target = root / digest
+    if (target / "onnxruntime").is_dir():
+        return target
+    root.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f"{digest}-", dir=root))
+    try:
+        shutil.copytree(package, work / "onnxruntime", ignore=shutil.ignore_patterns("__pycache__"))
+        patch_library(native_library(work / "onnxruntime"))
+        try:
+            work.rename(target)
+        except OSError:  # another process made it first
+            if not (target / "onnxruntime").is_dir():
+                raise
+            shutil.rmtree(work, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return target
+
+
+def nchwc_block() -> int:
+    """The NCHWc block (floats) the loaded ONNX Runtime lays convolutions out
+    in: 16 where MLAS took its AVX-512 kernels, 8 on its AVX2/AVX path (read
+    from the layout it gives a 20-channel convolution: padded to a multiple of
+    the block)."""
+    import numpy as np
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.ones((20, 20, 3, 3), np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])], "probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 20, 6, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 20, 6, 7])], [weight])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with tempfile.TemporaryDirectory(prefix="zeroloop-nchwc-") as tmp:
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3  # the warning that the optimised file is machine-specific
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.optimized_model_filepath = str(Path(tmp, "optimised.onnx"))
+        ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        optimised = onnx.load(opts.optimized_model_filepath)
+    padded = max((init.dims[0] for init in optimised.graph.initializer if len(init.dims) == 4), default=20)
+    return {24: 8, 32: 16}.get(padded, 0)
