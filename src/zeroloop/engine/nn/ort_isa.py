@@ -63,7 +63,8 @@ def xgetbv_offsets(library: Path) -> list[int]:
         raise ValueError("emulating AVX2 for ONNX Runtime needs objdump (Debian: apt-get install binutils)")
 
     def run(*args: str) -> str:
-        return subprocess.run([objdump, *args, str(library)], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run([objdump, *args, str(library)], capture_output=True, text=True, check=True)
+        return out.stdout
 
     # objdump -h: "idx name size vma lma file-offset align"
     sections = [(int(m.group(2), 16), int(m.group(1), 16), int(m.group(3), 16))
