@@ -39,6 +39,12 @@ SMOKE = {
     "gate_simulation.py": (
         ["--matches", "20", "--elo", "0", "70"],
         ["chance of promotion / mean games played", "| fixed 40 games |", "| SPRT width"]),
+    "run_as.py": (
+        ["--isa", "avx2", "--", sys.executable, "-c",
+         "import onnxruntime, os; "
+         "print('onnxruntime from', onnxruntime.__file__, os.environ['NUMBA_CPU_NAME'])"],
+        ["ZEROLOOP_ONNXRUNTIME_ISA=AVX2", "its AVX2 kernels (NCHWc block 8) as a patched copy",
+         "onnxruntime-avx2", "/onnxruntime/__init__.py haswell"]),
     "train_throughput.py": (
         ["--samples", "64", "--batch", "32", "--threads", "1", "--blocks", "1", "--channels", "8"],
         ["raw PyTorch loop", "Lightning fit", "ratio Lightning / raw"]),

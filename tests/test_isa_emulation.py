@@ -1,0 +1,103 @@
+"""Running as an AVX2 CPU on a newer one (``--isa avx2``): the patched copy of
+ONNX Runtime changes nothing but its ``xgetbv`` instructions, the installed
+library stays as it was, ONNX Runtime then really takes its AVX2 kernels, and
+int8 answers as on the native path (7-bit weights: the integer part cannot
+saturate without VNNI)."""
+
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from zeroloop.engine.nn import ort_isa
+from zeroloop.engine.nn.machine import cpu_flags
+
+pytestmark = pytest.mark.skipif(
+    platform.machine() not in ("x86_64", "AMD64") or shutil.which("objdump") is None
+    or "avx2" not in cpu_flags(), reason="needs an x86-64 CPU with AVX2 and binutils' objdump")
+
+
+def _sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _python(code, *, pythonpath=None, **env):
+    run_env = {**os.environ, **env}
+    if pythonpath:
+        run_env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), os.environ.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", code], env=run_env, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def capped(tmp_path_factory):
+    installed = ort_isa.native_library(ort_isa.installed_package())
+    before = _sha(installed)
+    root = ort_isa.capped_copy(tmp_path_factory.mktemp("cache"))
+    assert _sha(installed) == before  # the installed library is never touched
+    return root, installed
+
+
+def test_the_copy_differs_from_the_installed_library_only_at_its_xgetbv_instructions(capped):
+    root, installed = capped
+    copy = ort_isa.native_library(root / "onnxruntime")
+    offsets = ort_isa.xgetbv_offsets(installed)
+    assert offsets, "the installed library has no xgetbv: MLAS could not have checked XCR0"
+    original, patched = installed.read_bytes(), copy.read_bytes()
+    assert len(original) == len(patched)
+    diff = np.flatnonzero(np.frombuffer(original, np.uint8) != np.frombuffer(patched, np.uint8))
+    assert [o for o in offsets if any(0 <= at - o < 3 for at in diff)] == offsets  # each one changed ...
+    assert all(any(0 <= at - o < 3 for o in offsets) for at in diff)  # ... and nothing else
+    for at in offsets:
+        assert original[at:at + 3] == ort_isa.XGETBV and patched[at:at + 3] == ort_isa.XCR0_AVX
+    assert ort_isa.xgetbv_offsets(copy) == []  # the disassembler finds none left
+    # the same installed library gives the same copy, from the cache
+    assert ort_isa.capped_copy(root.parent) == root
+
+
+def test_onnx_runtime_takes_its_avx2_kernels_in_the_copy_and_its_best_ones_natively(capped):
+    root, _ = capped
+    probe = "from zeroloop.engine.nn.ort_isa import nchwc_block; print(nchwc_block())"
+    assert _python(probe, pythonpath=root) == "8"
+    assert _python(probe) == ("16" if "avx512f" in cpu_flags() else "8")
+
+
+def test_a_library_without_xgetbv_is_refused(tmp_path):
+    fake = tmp_path / "libfake.so"
+    shutil.copy(sys.executable, fake)  # Python itself reads no XCR0
+    if ort_isa.xgetbv_offsets(fake):
+        pytest.skip("this Python executable happens to contain xgetbv")
+    with pytest.raises(ValueError, match="no xgetbv instruction found"):
+        ort_isa.patch_library(fake)
+
+
+def test_int8_answers_on_the_avx2_path_as_on_the_native_one(capped, tmp_path):
+    from zeroloop.engine.games import make_game, random_line
+    from zeroloop.engine.nn import inference_net
+    from zeroloop.engine.nn.int8 import calibration_planes, export_onnx, quantize, session
+    from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
+    from zeroloop.pipeline.data.storage import load_model
+
+    root, _ = capped
+    game = make_game("connect4")
+    net = inference_net(load_model(SHIPPED_DIR / "connect4.pt", game)[0])
+    model = quantize(export_onnx(net, calibration_planes(game, net, 64)), calibration_planes(game, net, 64))
+    rng = np.random.default_rng(3)
+    planes = game.encode([random_line(game, int(rng.integers(0, 30)), rng)[0] for _ in range(64)])
+    (tmp_path / "int8.onnx").write_bytes(model)
+    np.save(tmp_path / "planes.npy", planes)
+    _python("import numpy as np; from zeroloop.engine.nn.int8 import session; "
+            f"d = {str(tmp_path)!r}; run = session(open(d + '/int8.onnx', 'rb').read()); "
+            "p, v = run(np.load(d + '/planes.npy')); np.savez(d + '/avx2.npz', p=p, v=v)", pythonpath=root)
+    avx2 = np.load(tmp_path / "avx2.npz")
+    logits, value = session(model)(planes)
+    np.testing.assert_allclose(avx2["p"], logits, atol=1e-4)
+    np.testing.assert_allclose(avx2["v"], value, atol=1e-4)
+    assert np.array_equal(avx2["p"].argmax(1), logits.argmax(1))
