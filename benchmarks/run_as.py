@@ -39,8 +39,9 @@ def main() -> None:
     if not command and not a.check_only:
         p.error("no command given: put it after --, e.g. -- make repro")
 
-    env = {**os.environ, **isa_environ(a.isa)}
-    for name, value in sorted(isa_environ(a.isa).items()):
+    caps = isa_environ(a.isa)
+    env = {**os.environ, **caps}
+    for name, value in sorted(caps.items()):
         print(f"{name}={value}")
     probe = ("from zeroloop.engine.nn.machine import emulation_line; "
              f"print(emulation_line({a.isa!r}))")
