@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup browser gnugo repro test test-fast lint bench serve ui docs clean
+.PHONY: setup browser gnugo binutils repro test test-fast lint bench serve ui docs clean
 
 setup: $(STAMP)
 
@@ -34,11 +34,17 @@ gnugo:
 	@test -x $(GNUGO) || command -v gnugo >/dev/null || { echo "installing Debian's gnugo for the Go tests"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq gnugo >/dev/null; }
 
+# binutils' objdump finds ONNX Runtime's xgetbv instructions for the AVX2 emulation (tests/test_isa_emulation.py,
+# benchmarks/run_as.py); Debian's images ship it, a bare one may not
+binutils:
+	@command -v objdump >/dev/null || { echo "installing Debian's binutils for the AVX2 emulation tests"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq binutils >/dev/null; }
+
 # two test processes (pytest-xdist): most slow tests wait on servers and clusters more
 # than they compute; a module that starts a cluster or server once keeps its tests together
 TEST_WORKERS ?= 2
 
-test: $(STAMP) browser gnugo
+test: $(STAMP) browser gnugo binutils
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: $(STAMP)
