@@ -127,6 +127,8 @@ class AlphaZeroModule(pl.LightningModule):
         planes, pi, z = batch
         if stage == "train" and self.augment is not None:
             planes, pi = self.augment.random(planes, pi, self._gen)
+        if self.optim.channels_last:
+            planes = planes.contiguous(memory_format=torch.channels_last)
         logits, value = self.net(planes)
         parts = alphazero_loss(logits, value, pi, z, self._decayed, self.optim.l2)
         with torch.no_grad():
@@ -202,6 +204,8 @@ def fit_network(net: PolicyValueNet, game: Game, data: ReplayData, optim: TrainC
     module = AlphaZeroModule(net, game, optim, seed=seed)
     dm = ReplayDataModule(data, batch_size=optim.batch_size, val_fraction=optim.val_fraction, seed=seed,
                           q_weight=optim.value_q_weight)
+    if optim.channels_last:
+        net.to(memory_format=torch.channels_last)
     accelerator, devices = lightning_device(device)
     trainer = pl.Trainer(
         max_epochs=optim.epochs, accelerator=accelerator, devices=devices, logger=logger,
@@ -210,5 +214,5 @@ def fit_network(net: PolicyValueNet, game: Game, data: ReplayData, optim: TrainC
     trainer.fit(module, datamodule=dm)
     if module.average is not None:
         module.average.copy_to(net)  # the candidate is the average (train.ema_decay)
-    net.cpu().eval()
+    net.to(memory_format=torch.contiguous_format).cpu().eval()  # stored, exported and searched as NCHW
     return {k: float(v) for k, v in trainer.callback_metrics.items() if "_epoch" in k or k.startswith("val/")}
