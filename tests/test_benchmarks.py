@@ -47,7 +47,8 @@ SMOKE = {
          "onnxruntime-avx2", "/onnxruntime/__init__.py haswell"]),
     "train_throughput.py": (
         ["--samples", "64", "--batch", "32", "--threads", "1", "--blocks", "1", "--channels", "8"],
-        ["raw PyTorch loop", "Lightning fit", "ratio Lightning / raw"]),
+        ["raw PyTorch loop, NCHW", "raw PyTorch loop, channels-last", "Lightning fit",
+         "ratio channels-last / NCHW (raw)", "ratio Lightning / raw channels-last"]),
 }
 
 

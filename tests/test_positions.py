@@ -180,3 +180,29 @@ def test_paired_errors_by_hand():
     assert (same["difference"], same["mcnemar_p"]) == (0.0, 1.0)
     with pytest.raises(ValueError, match="equal-length"):
         paired_errors([1, 0], [1])
+
+
+def test_measuring_over_workers_gives_the_moves_of_one_process(tmp_path, monkeypatch):
+    """Positions are searched in fixed tasks of MEASURE_CHUNK, so two worker
+    processes measure exactly the moves one process does."""
+    import torch
+
+    from zeroloop.engine.nn import NetConfig, PolicyValueNet
+    from zeroloop.pipeline import evaluation
+    from zeroloop.pipeline.data.layout import Layout
+    from zeroloop.pipeline.data.storage import save_model
+    from zeroloop.pipeline.params import parse_params
+
+    monkeypatch.setattr(evaluation, "MEASURE_CHUNK", 7)
+    p = parse_params({"game": "connect4", "evaluate": {"positions_per_group": 3, "simulations": 16},
+                      "runtime": {"device": "cpu"}})
+    ps = evaluation.positions_step(p, Layout(tmp_path))
+    torch.manual_seed(1)
+    model = tmp_path / "m.pt"
+    save_model(model, PolicyValueNet.for_game(C4, NetConfig(blocks=1, channels=8, value_hidden=8)), C4,
+               meta={})
+    states = ps.states(C4)
+    one = evaluation.policy_and_search_moves(p, str(model), states, workers=1)
+    two = evaluation.policy_and_search_moves(p, str(model), states, workers=2)
+    assert len(one[1]) == len(states) == 18
+    assert one[0].tolist() == two[0].tolist() and one[1] == two[1]

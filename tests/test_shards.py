@@ -173,3 +173,27 @@ def test_fixed_batch_evaluator_sends_whole_batches_and_answers_as_the_network():
     assert fixed.hits == 5 and len(sizes) == 3
     np.testing.assert_array_equal(p2, p[:5])
     np.testing.assert_array_equal(v2, v[:5])
+
+
+def test_left_over_shards_are_split_so_every_worker_plays_as_many_games():
+    from zeroloop.pipeline.data.shards import _assign, _Shard
+
+    todo = [_Shard(i, 100, f"s{i}", {}) for i in range(15)]
+    for workers in (2, 4, 16):
+        shares = _assign(todo, workers)
+        games = [sum(s.games for s in share) for share in shares]
+        assert len(shares) == workers and max(games) - min(games) <= 1 and sum(games) == 1500
+        played = sorted((s.index, s.first + g) for share in shares for s in share for g in range(s.games))
+        assert played == [(i, g) for i in range(15) for g in range(100)]  # each game once
+        for s in (s for share in shares for s in share):
+            assert (s.out is None) == (s.games < 100)  # a piece goes back as records
+    assert _assign(todo[:4], 2) == [[todo[0], todo[2]], [todo[1], todo[3]]]  # nothing to split
+
+
+def test_a_shard_split_between_workers_is_written_as_one_worker_writes_it(tmp_path):
+    job = _job(games=6, shard_games=2)  # 3 shards on 2 workers: the last one's 2 games split
+    run_selfplay(job, workers=1, progress=False, out_dir=tmp_path / "one")
+    results, _ = run_selfplay(job, workers=2, progress=False, out_dir=tmp_path / "two")
+    assert [(r.index, r.games) for r in results] == [(0, 2), (1, 2), (2, 2)]
+    for i in range(3):
+        assert shard_path(tmp_path / "one", i).read_bytes() == shard_path(tmp_path / "two", i).read_bytes()

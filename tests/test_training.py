@@ -262,3 +262,25 @@ def test_ema_candidate_is_the_average_of_the_steps(tictactoe_data, monkeypatch):
 def test_ema_decay_must_be_below_one():
     with pytest.raises(ValueError, match="ema_decay"):
         TrainConfig(ema_decay=1.0)
+
+
+def test_channels_last_training_is_stored_in_the_default_layout_and_matches_nchw(tictactoe_data):
+    """train.channels_last trains in NHWC; the network comes back in NCHW (what
+    save_model, the ONNX export and search expect), with the weights NCHW
+    training gives up to floating-point rounding."""
+    game, data = tictactoe_data
+    nets = {}
+    for layout in (False, True):
+        torch.manual_seed(0)
+        net = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=16, value_hidden=16))
+        fit_network(net, game, data, TrainConfig(epochs=1, batch_size=32, channels_last=layout), seed=3,
+                    device="cpu", progress=False)
+        nets[layout] = net
+    assert all(t.is_contiguous() for t in nets[True].state_dict().values())
+    for (name, a), b in zip(nets[False].state_dict().items(), nets[True].state_dict().values()):
+        if a.dtype.is_floating_point:
+            assert torch.allclose(a, b, rtol=1e-3, atol=1e-4), name
+    x = torch.from_numpy(data.planes[:64])
+    with torch.no_grad():
+        (la, va), (lb, vb) = nets[False](x), nets[True](x)
+    assert torch.allclose(la, lb, atol=1e-3) and torch.allclose(va, vb, atol=1e-3)

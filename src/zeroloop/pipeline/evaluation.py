@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +21,12 @@ from zeroloop.engine.positions import (
     position_keys,
 )
 from zeroloop.pipeline.data.layout import Layout, derive_seed
-from zeroloop.pipeline.data.storage import load_model, read_json, write_json
+from zeroloop.pipeline.data.storage import ShippedFile, load_model, local_file, read_json, write_json
 from zeroloop.pipeline.matches import PlayerSpec, model_player, play_match
 from zeroloop.pipeline.params import Params
+from zeroloop.pipeline.runtime.backend import Tick, current_backend
 from zeroloop.pipeline.runtime.process import machine
+from zeroloop.pipeline.runtime.workers import default_workers, run_tasks
 
 
 def positions_step(p: Params, layout: Layout, *, test: bool = False) -> PositionSet:
@@ -80,12 +83,25 @@ def gnugo_levels(setting: int | list[int]) -> list[int]:
     return list(dict.fromkeys(x for x in levels if x))
 
 
-def policy_and_search_moves(p: Params, path: str, states: list) -> tuple[np.ndarray, list[int]]:
-    """The moves a model plays in ``states`` as evaluation measures it: its raw
-    policy's most likely legal move, and its search's move at
-    ``evaluate.simulations`` with no noise, most visited or Gumbel's choice
-    (:func:`~zeroloop.engine.search.search_moves`): a measurement, so never
-    sampled at ``evaluate.temperature``."""
+#: positions per measuring task: fixed, so the moves a model is measured
+#: with do not depend on how many workers searched them
+MEASURE_CHUNK = 150
+
+
+@dataclass(frozen=True)
+class _MovesTask:
+    params: Params
+    model: str | ShippedFile
+    states: list
+
+
+def _moves_task(task: _MovesTask, tick: Tick) -> tuple[np.ndarray, list[int]]:
+    out = _moves_here(task.params, local_file(task.model), task.states)
+    tick(len(task.states))
+    return out
+
+
+def _moves_here(p: Params, path: str, states: list) -> tuple[np.ndarray, list[int]]:
     from zeroloop.engine.nn import NetworkEvaluator
     from zeroloop.engine.search import BatchedMCTS, search_moves
 
@@ -100,15 +116,44 @@ def policy_and_search_moves(p: Params, path: str, states: list) -> tuple[np.ndar
     return policy_moves, search
 
 
+def policy_and_search_moves(p: Params, path: str, states: list, *, workers: int | None = None,
+                            progress: bool = False, desc: str = "positions") -> tuple[np.ndarray, list[int]]:
+    """The moves a model plays in ``states`` as evaluation measures it: its raw
+    policy's most likely legal move, and its search's move at
+    ``evaluate.simulations`` with no noise, most visited or Gumbel's choice
+    (:func:`~zeroloop.engine.search.search_moves`): a measurement, so never
+    sampled at ``evaluate.temperature``.
+
+    The positions are searched in tasks of :data:`MEASURE_CHUNK` over
+    ``workers`` processes (default: ``runtime.workers``, else one per core),
+    each task one batch, so the moves are the same for any number of workers."""
+    chunks = [states[i:i + MEASURE_CHUNK] for i in range(0, len(states), MEASURE_CHUNK)]
+    if not chunks:
+        return np.zeros(0, np.int64), []
+    model: str | ShippedFile = path
+    if not current_backend().shares_files:  # the model travels with the tasks
+        model = ShippedFile(path)
+    n = workers or p.runtime.workers or default_workers()
+    tasks = [_MovesTask(p, model, c) for c in chunks]
+    if n == 1 or len(tasks) == 1:  # no pool to start: the same tasks, here
+        parts = [_moves_here(p, path, c) for c in chunks]
+    else:
+        parts = run_tasks(_moves_task, tasks, workers=n, total=len(states), desc=desc, unit="position",
+                          progress=progress)
+    return (np.concatenate([pm for pm, _ in parts]), [m for _, sm in parts for m in sm])
+
+
 def solver_errors(p: Params, path: str, positions: PositionSet,
-                  moves: tuple[np.ndarray, list[int]] | None = None) -> dict:
+                  moves: tuple[np.ndarray, list[int]] | None = None, *, progress: bool = False,
+                  desc: str = "positions") -> dict:
     """Error rates of the raw policy (most likely legal move) and of the search
     at ``evaluate.simulations`` (no noise), overall and per group, with the
     number of positions and of those where the choice matters. ``moves``: the
     model's (policy, search) moves from :func:`policy_and_search_moves`, where
     the caller already has them."""
     if moves is None:
-        moves = policy_and_search_moves(p, path, positions.states(p.make_game()))
+        moves = policy_and_search_moves(p, path, positions.states(p.make_game()), progress=progress,
+                                        desc=desc)
     policy_moves, search_moves = moves
     pol, srch = move_errors(positions, policy_moves), move_errors(positions, search_moves)
     matters, names = decisive(positions), np.asarray(positions.groups)
@@ -157,7 +202,8 @@ def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True)
                                "ci95_high": round(hi, 4), "wins": s.wins, "draws": s.draws,
                                "losses": s.losses}
     if positions.moves:
-        result["solver"] = solver_errors(p, str(best), positions)
+        result["solver"] = solver_errors(p, str(best), positions, progress=progress,
+                                         desc=f"evaluate@{gen} positions")
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     result["machine"] = machine(p.runtime.device, p.runtime.precision)
     write_json(layout.report(gen, "eval"), result)

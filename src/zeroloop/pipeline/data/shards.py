@@ -5,7 +5,10 @@ seeded from ``(seed, i, k)`` and the network is always called with
 ``eval_batch`` positions, so the games do not depend on how many workers play
 them nor on how many games each keeps in flight. Each worker plays its share
 of the shards together (continuous batching: a finished game's slot takes the
-next game, of the same shard or the next). With an output directory a shard
+next game, of the same shard or the next); the games of shards left over once
+every worker has the same number of whole shards are split evenly between
+the workers (:func:`_assign`), so none idles while another plays a last
+shard. With an output directory a shard
 is written as soon as its last game ends (atomically),
 and :func:`run_selfplay` skips shards already on disk whose metadata matches
 the job, so a killed run resumes where it stopped and never mixes in games made
@@ -153,10 +156,37 @@ class SelfplayJob:
 
 @dataclass(frozen=True)
 class _Shard:
+    """A shard's games ``first .. first + games - 1`` (all of them, or a piece
+    of a shard split between workers, whose records go back to the caller)."""
+
     index: int
     games: int
     out: str | None  # shard file to write, or None to return the records
     meta: dict | None
+    first: int = 0
+
+
+def _assign(todo: list[_Shard], workers: int) -> list[list[_Shard]]:
+    """The shards each worker plays. Whole shards go round-robin while every
+    worker gets one; the games of the shards left over (fewer than the
+    workers) are split evenly between all of them, so no worker plays a whole
+    shard more than another while the rest wait: 15 shards on 2 workers are
+    7.5 shards each, not 8 and 7. A split shard's pieces come back as records
+    and :func:`run_selfplay` writes the shard once all are in. Games are
+    seeded by (shard, game), so the games are the same however they are
+    split."""
+    whole = len(todo) - len(todo) % workers
+    share: list[list[_Shard]] = [list(todo[k:whole:workers]) for k in range(workers)]
+    flat = [(shard, g) for shard in todo[whole:] for g in range(shard.games)]
+    for k in range(workers):
+        mine = flat[k * len(flat) // workers:(k + 1) * len(flat) // workers]
+        for shard in {s.index: s for s, _ in mine}.values():
+            games = [g for s, g in mine if s is shard]
+            if len(games) == shard.games:
+                share[k].append(shard)
+            else:
+                share[k].append(replace(shard, games=len(games), out=None, first=games[0]))
+    return [s for s in share if s]
 
 
 @dataclass(frozen=True)
@@ -173,6 +203,7 @@ class ShardResult:
     games: int
     positions: int
     records: list[GameRecord] | None  # only when not written to a file
+    first: int = 0  # a piece of a shard split between workers: its first game
 
 
 @dataclass
@@ -214,7 +245,7 @@ def _play_shards(task: _WorkerTask, tick: Tick) -> _WorkerResult:
     evaluator = _evaluator(job, game)
     before = (evaluator.hits, evaluator.computed)
     owner = [(k, g) for k, shard in enumerate(shards) for g in range(shard.games)]
-    seeds = [np.random.SeedSequence([job.seed, shards[k].index, g]) for k, g in owner]
+    seeds = [np.random.SeedSequence([job.seed, shards[k].index, shards[k].first + g]) for k, g in owner]
     pending = {k: {} for k in range(len(shards))}  # shard -> {game: record} until it is whole
     results: list[ShardResult] = []
 
@@ -228,9 +259,9 @@ def _play_shards(task: _WorkerTask, tick: Tick) -> _WorkerResult:
             records = [whole[n] for n in range(shard.games)]
             positions = sum(len(r.actions) for r in records)
             if shard.out is None:
-                result = ShardResult(shard.index, shard.games, positions, records)
-                if send_part(tick, shard.index, result):
-                    result = ShardResult(shard.index, shard.games, positions, None)
+                result = ShardResult(shard.index, shard.games, positions, records, shard.first)
+                if send_part(tick, shard.index, result):  # a task holds one piece of a shard at most
+                    result = ShardResult(shard.index, shard.games, positions, None, shard.first)
                 results.append(result)
                 return
             save_shard(shard.out, records_to_arrays(game, records), dict(shard.meta, index=shard.index))
@@ -322,19 +353,30 @@ def run_selfplay(job: SelfplayJob, *, workers: int | None = None, progress: bool
     todo = [_Shard(i, n, str(shard_path(out_dir, i)) if out_dir is not None and local else None,
                    dict(shard_meta, games=n))
             for i, n in enumerate(sizes) if i not in done]
-    n_workers = max(1, min(workers or default_workers(), len(todo)))
-    tasks = [_WorkerTask(job, todo[k::n_workers]) for k in range(n_workers) if todo[k::n_workers]]
+    n_workers = max(1, min(workers or default_workers(), sum(s.games for s in todo)))
+    tasks = [_WorkerTask(job, share) for share in _assign(todo, n_workers)]
     remaining = sum(s.games for s in todo)
     desc = f"self-play {job.game}" + (f" ({len(done)} shards kept)" if done else "")
     game = make_game(job.game)
 
-    got: dict[int, ShardResult] = {}  # shards back from tasks with their own disks
+    got: dict[int, ShardResult] = {}  # shards back as records: from tasks with their own disks, or split
+    pieces: dict[int, dict[int, ShardResult]] = {}  # a split shard's pieces by first game, until all are in
 
     def take(result: ShardResult) -> None:
-        """A shard that came back from a task with its own disk (as it
-        finished, or with its task's result): written here, once."""
+        """A shard that came back as records (from a task with its own disk,
+        as it finished or with its task's result; or all pieces of a split
+        shard): written here, once."""
         if result.index in got or result.records is None:
             return
+        if result.games < sizes[result.index]:  # a piece: the shard is whole once every piece is in
+            have = pieces.setdefault(result.index, {})
+            have[result.first] = result
+            if sum(r.games for r in have.values()) < sizes[result.index]:
+                return
+            parts = [have[k] for k in sorted(have)]
+            result = ShardResult(result.index, sizes[result.index], sum(r.positions for r in parts),
+                                 [rec for r in parts for rec in r.records or []])
+            del pieces[result.index]
         if out_dir is not None:
             save_shard(shard_path(out_dir, result.index), records_to_arrays(game, result.records),
                        dict(metas[result.index], index=result.index))
@@ -349,7 +391,7 @@ def run_selfplay(job: SelfplayJob, *, workers: int | None = None, progress: bool
     results = {}
     for part in parts:
         stats.merge(part.stats)
-        results.update({r.index: r for r in part.shards})
+        results.update({r.index: r for r in part.shards if r.games == sizes[r.index]})
     results.update(got)
     missing = sorted({shard.index for shard in todo} - set(results))
     if missing:
