@@ -161,3 +161,33 @@ def test_a_window_that_starts_above_its_cap_is_refused():
 
     with pytest.raises(ParamsError, match="replay_start"):
         _params(train={"replay_generations": 2, "replay_start": 3})
+
+
+def test_the_evaluation_in_one_pool_plays_the_games_and_moves_of_separate_matches(tmp_path, monkeypatch):
+    """evaluate_step runs every baseline match and the positions in one pool
+    of two workers, the slow tasks first; its scores and move errors are
+    those of play_match per baseline and the positions measured alone."""
+    from zeroloop.pipeline import evaluation
+    from zeroloop.pipeline.data.layout import derive_seed
+    from zeroloop.pipeline.matches import model_player, play_match
+
+    monkeypatch.setattr(evaluation, "MEASURE_CHUNK", 4)
+    p = parse_params({"game": "connect4", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+                      "evaluate": {"games": 6, "simulations": 8, "opening_plies": 2, "uct_playouts": 20,
+                                   "positions_per_group": 2},
+                      "generations": {"1": {"prev": 0}}, "runtime": {"workers": 2, "device": "cpu"}})
+    layout = Layout(tmp_path)
+    init_step(p, layout)
+    layout.model(1).parent.mkdir(parents=True, exist_ok=True)
+    layout.model(1).write_bytes(layout.model(0).read_bytes())
+    ps = positions_step(p, layout)
+    result = evaluate_step(p, layout, 1, progress=False)
+    me = model_player(p, str(layout.model(1)), "gen1", p.evaluate)
+    game = p.make_game()
+    for k, opp in enumerate(evaluation.baselines(p, True)):
+        m = play_match(game, me, opp, games=6, opening_plies=2, seed=derive_seed(p.seed, "evaluate", 1) + k,
+                       workers=2, progress=False)
+        key = "uct" if opp.kind == "uct" else opp.name
+        assert (result[f"vs_{key}"]["wins"], result[f"vs_{key}"]["draws"]) == (m.score.wins, m.score.draws)
+    alone = evaluation.solver_errors(p, str(layout.model(1)), ps)
+    assert result["solver"] == alone and alone["positions"] == 12

@@ -17,6 +17,7 @@ from zeroloop.engine.positions import (
     move_errors,
     moves_left,
     pons_group,
+    position_keys,
 )
 
 C4 = make_game("connect4")
@@ -206,3 +207,50 @@ def test_measuring_over_workers_gives_the_moves_of_one_process(tmp_path, monkeyp
     two = evaluation.policy_and_search_moves(p, str(model), states, workers=2)
     assert len(one[1]) == len(states) == 18
     assert one[0].tolist() == two[0].tolist() and one[1] == two[1]
+
+
+@pytest.mark.parametrize("test_set", [False, True])
+def test_shipped_labelled_sets_agree_with_the_solver(test_set):
+    """The default sets a fresh clone copies instead of labelling: a sample of
+    each group's positions labelled and grouped again by the solver, the test
+    set apart from the validation set, and copied only for the params that
+    would have drawn it."""
+    from zeroloop.pipeline.evaluation import set_digest, shipped_positions
+
+    scorer = perfect_scorer(C4)
+    val = shipped_positions("connect4", test=False, per_group=100, seed=0)
+    ps = shipped_positions("connect4", test=True, per_group=300, seed=1, validation=val) if test_set else val
+    n = 300 if test_set else 100
+    assert [ps.groups.count(g) for g in PONS_GROUP_NAMES] == [n] * 6
+    assert len({tuple(m) for m in ps.moves}) == 6 * n
+    rng = np.random.default_rng(5)
+    for g in PONS_GROUP_NAMES:
+        rows = [i for i, name in enumerate(ps.groups) if name == g]
+        for i in rng.choice(rows, 3, replace=False):
+            s = _play("".join(str(a + 1) for a in ps.moves[i]))
+            scores = scorer(s)
+            assert pons_group(s.ply, moves_left(max(scores.values()), s.ply)) == g
+            assert [ps.labels[i][a] for a in sorted(scores)] == [np.sign(scores[a]) for a in sorted(scores)]
+    if test_set:
+        assert not position_keys(C4, ps) & position_keys(C4, val)
+        other = PositionSet(val.game, val.moves[1:], val.labels[1:], val.groups[1:])
+        assert set_digest(other) != set_digest(val)
+        assert shipped_positions("connect4", test=True, per_group=300, seed=1, validation=other) is None
+    assert shipped_positions("connect4", test=test_set, per_group=n, seed=7, validation=val) is None
+
+
+@pytest.mark.slow
+def test_shipped_validation_set_is_what_positions_step_labels(tmp_path):
+    """Labelled from nothing with today's code, the default validation set is
+    its shipped copy byte for byte (every position solved: about 15 s; the
+    test set, three times the size, is drawn by the same code and was checked
+    the same way when it was shipped)."""
+    from zeroloop.pipeline.data.layout import Layout
+    from zeroloop.pipeline.evaluation import positions_step
+    from zeroloop.pipeline.params import parse_params
+
+    p = parse_params({"game": "connect4"})
+    fresh, copied = Layout(tmp_path / "fresh"), Layout(tmp_path / "copied")
+    positions_step(p, fresh, shipped=False)
+    positions_step(p, copied)
+    assert fresh.positions.read_bytes() == copied.positions.read_bytes()

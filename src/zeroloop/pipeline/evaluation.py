@@ -3,6 +3,9 @@ the raw policy and of the search, and matches against fixed baselines."""
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -10,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from zeroloop.engine.arena import MatchResult
 from zeroloop.engine.gtp_client import find_gnugo
 from zeroloop.engine.perfect import perfect_scorer
 from zeroloop.engine.positions import (
@@ -20,16 +24,55 @@ from zeroloop.engine.positions import (
     move_errors,
     position_keys,
 )
+from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
 from zeroloop.pipeline.data.layout import Layout, derive_seed
 from zeroloop.pipeline.data.storage import ShippedFile, load_model, local_file, read_json, write_json
-from zeroloop.pipeline.matches import PlayerSpec, model_player, play_match
+from zeroloop.pipeline.matches import (
+    MatchTask,
+    PlayerSpec,
+    match_openings,
+    match_tasks,
+    model_player,
+    play_match_task,
+    travelling,
+)
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.runtime.backend import Tick, current_backend
 from zeroloop.pipeline.runtime.process import machine
 from zeroloop.pipeline.runtime.workers import default_workers, run_tasks
 
+#: Solver-labelled position sets shipped with the package: the default
+#: validation and test sets, so that a fresh clone does not spend a minute
+#: or more labelling them. Used only where the params ask for exactly that set.
+LABELLED_DIR = SHIPPED_DIR / "reference" / "positions"
 
-def positions_step(p: Params, layout: Layout, *, test: bool = False) -> PositionSet:
+
+def shipped_set_path(game: str, *, test: bool, per_group: int, seed: int) -> Path:
+    """Where the shipped copy of a position set would be."""
+    return LABELLED_DIR / f"{game}-{'test' if test else 'validation'}-{per_group}-s{seed}.json.gz"
+
+
+def set_digest(positions: PositionSet) -> str:
+    """A position set's checksum (moves, labels and groups)."""
+    return hashlib.sha256(json.dumps(positions.to_json(), sort_keys=True).encode()).hexdigest()
+
+
+def shipped_positions(game: str, *, test: bool, per_group: int, seed: int,
+                      validation: PositionSet | None = None) -> PositionSet | None:
+    """The shipped copy of the set :func:`positions_step` would label, or
+    None where none is shipped. A test set is drawn apart from a validation
+    set, so its copy counts only when it was drawn apart from the same one
+    (``validation``, by :func:`set_digest`)."""
+    path = shipped_set_path(game, test=test, per_group=per_group, seed=seed)
+    if not path.is_file():
+        return None
+    data = json.loads(gzip.decompress(path.read_bytes()))
+    if test and (validation is None or data.get("validation_sha256") != set_digest(validation)):
+        return None
+    return PositionSet.from_json(data)
+
+
+def positions_step(p: Params, layout: Layout, *, test: bool = False, shipped: bool = True) -> PositionSet:
     """Positions labelled by a perfect player: Connect Four (with the ``solver``
     extra) in Pons' six benchmark groups, tic-tac-toe in one group of positions
     where the choice matters. An empty set, with a note saying why, where no
@@ -42,7 +85,11 @@ def positions_step(p: Params, layout: Layout, *, test: bool = False) -> Position
     set (``test`` true): ``evaluate.test_positions_per_group`` a group, drawn
     with ``evaluate.test_positions_seed`` and never one of the validation
     set's positions (read from ``layout.positions``); only the champion is
-    measured on it, for the tables that report a run."""
+    measured on it, for the tables that report a run.
+
+    Where the package ships the set asked for (:func:`shipped_positions`:
+    Connect Four's default sets) it is copied rather than labelled again,
+    unless ``shipped`` is false; a test checks the copies against the solver."""
     game = p.make_game()
     scorer = perfect_scorer(game)
     e = p.evaluate
@@ -54,11 +101,16 @@ def positions_step(p: Params, layout: Layout, *, test: bool = False) -> Position
         write_json(out, dict(empty.to_json(), note=why))
         return empty
     exclude: set[tuple[int, int]] = set()
-    if test:
-        exclude = position_keys(game, PositionSet.from_json(read_json(layout.positions)))
-        rng = np.random.default_rng(derive_seed(e.test_positions_seed, "test_positions"))
-    else:
-        rng = np.random.default_rng(derive_seed(e.positions_seed, "positions"))
+    validation = PositionSet.from_json(read_json(layout.positions)) if test else None
+    seed = e.test_positions_seed if test else e.positions_seed
+    copy = shipped_positions(game.name, test=test, per_group=n, seed=seed,
+                             validation=validation) if shipped else None
+    if copy is not None:
+        write_json(out, copy.to_json())
+        return copy
+    if validation is not None:
+        exclude = position_keys(game, validation)
+    rng = np.random.default_rng(derive_seed(seed, "test_positions" if test else "positions"))
     ps = make_benchmark(game, n, rng, scorer, exclude=exclude)
     write_json(out, ps.to_json())
     return ps
@@ -127,20 +179,32 @@ def policy_and_search_moves(p: Params, path: str, states: list, *, workers: int 
     The positions are searched in tasks of :data:`MEASURE_CHUNK` over
     ``workers`` processes (default: ``runtime.workers``, else one per core),
     each task one batch, so the moves are the same for any number of workers."""
-    chunks = [states[i:i + MEASURE_CHUNK] for i in range(0, len(states), MEASURE_CHUNK)]
-    if not chunks:
+    tasks = _moves_tasks(p, path, states)
+    if not tasks:
         return np.zeros(0, np.int64), []
-    model: str | ShippedFile = path
-    if not current_backend().shares_files:  # the model travels with the tasks
-        model = ShippedFile(path)
     n = workers or p.runtime.workers or default_workers()
-    tasks = [_MovesTask(p, model, c) for c in chunks]
     if n == 1 or len(tasks) == 1:  # no pool to start: the same tasks, here
-        parts = [_moves_here(p, path, c) for c in chunks]
+        parts = [_moves_here(p, path, t.states) for t in tasks]
     else:
         parts = run_tasks(_moves_task, tasks, workers=n, total=len(states), desc=desc, unit="position",
                           progress=progress)
-    return (np.concatenate([pm for pm, _ in parts]), [m for _, sm in parts for m in sm])
+    return _joined(parts)
+
+
+def _moves_tasks(p: Params, path: str, states: list) -> list[_MovesTask]:
+    model: str | ShippedFile = path
+    if not current_backend().shares_files:  # the model travels with the tasks
+        model = ShippedFile(path)
+    return [_MovesTask(p, model, states[i:i + MEASURE_CHUNK]) for i in range(0, len(states), MEASURE_CHUNK)]
+
+
+def _joined(parts: list[tuple[np.ndarray, list[int]]]) -> tuple[np.ndarray, list[int]]:
+    return np.concatenate([pm for pm, _ in parts]), [m for _, sm in parts for m in sm]
+
+
+def _evaluation_task(task: _MovesTask | MatchTask, tick: Tick):
+    """A task of the evaluate stage's one pool: some positions to measure, or some games."""
+    return _moves_task(task, tick) if isinstance(task, _MovesTask) else play_match_task(task, tick)
 
 
 def solver_errors(p: Params, path: str, positions: PositionSet,
@@ -187,14 +251,36 @@ def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True)
     t0 = time.perf_counter()
     positions = PositionSet.from_json(read_json(layout.positions))
     has_perfect = len(positions.moves) > 0 or perfect_scorer(game) is not None
+    # every match and the positions in one pool: one start, and no core idles
+    # while the other finishes a match's last games (the games and moves are
+    # those play_match and policy_and_search_moves give)
+    workers = p.runtime.workers or default_workers()
+    tasks: list = []
+    matches: list[tuple[PlayerSpec, list[int]]] = []
     for k, opp in enumerate(baselines(p, has_perfect)):
         if opp.kind == "gnugo" and find_gnugo() is None:
             print(f"[evaluate@{gen}] GnuGo is not installed, so no games against {opp.name} "
                   "(`make gnugo`, or set evaluate.gnugo_level: 0)", file=sys.stderr)
             continue
-        m = play_match(game, me, opp, games=e.games, opening_plies=e.opening_plies,
-                       seed=derive_seed(p.seed, "evaluate", gen) + k, workers=p.runtime.workers or None,
-                       desc=f"evaluate@{gen} vs {opp.name}", progress=progress)
+        seed = derive_seed(p.seed, "evaluate", gen) + k
+        mine = match_tasks(game, travelling(me), travelling(opp),
+                           match_openings(game, e.games, e.opening_plies, seed), seed=seed, workers=workers)
+        matches.append((opp, list(range(len(tasks), len(tasks) + len(mine)))))
+        tasks += mine
+    positioned = _moves_tasks(p, str(best), positions.states(game) if positions.moves else [])
+    measured = list(range(len(tasks), len(tasks) + len(positioned)))
+    tasks += positioned
+    # the long tasks first (rollout UCT, GnuGo), the positions, then the quick games against random
+    quick = {i for opp, ids in matches if opp.kind == "random" for i in ids}
+    order = sorted(range(len(tasks)), key=lambda i: (i in quick, i in measured))
+    units = sum(2 * len(t.openings) if isinstance(t, MatchTask) else len(t.states) for t in tasks)
+    done = run_tasks(_evaluation_task, [tasks[i] for i in order], workers=workers, total=units,
+                     desc=f"evaluate@{gen} (games and positions)", unit="item", progress=progress)
+    out = dict(zip(order, done, strict=True))
+    for opp, ids in matches:
+        m = MatchResult(me.name, opp.name)
+        for i in ids:
+            m.games.extend(out[i])
         s = m.score
         lo, hi = s.interval(0.95)
         key = "uct" if opp.kind == "uct" else opp.name
@@ -202,8 +288,7 @@ def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True)
                                "ci95_high": round(hi, 4), "wins": s.wins, "draws": s.draws,
                                "losses": s.losses}
     if positions.moves:
-        result["solver"] = solver_errors(p, str(best), positions, progress=progress,
-                                         desc=f"evaluate@{gen} positions")
+        result["solver"] = solver_errors(p, str(best), positions, _joined([out[i] for i in measured]))
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     result["machine"] = machine(p.runtime.device, p.runtime.precision)
     write_json(layout.report(gen, "eval"), result)

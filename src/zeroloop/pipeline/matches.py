@@ -74,7 +74,9 @@ class PlayerSpec:
 
 
 @dataclass(frozen=True)
-class _MatchTask:
+class MatchTask:
+    """Some of a match's openings, each played with both colours, in one worker."""
+
     game: str
     a: PlayerSpec
     b: PlayerSpec
@@ -82,7 +84,7 @@ class _MatchTask:
     seed: tuple[int, ...]
 
 
-def _play_task(task: _MatchTask, tick: Tick) -> list[GameResult]:
+def play_match_task(task: MatchTask, tick: Tick) -> list[GameResult]:
     game = make_game(task.game)
     rng = np.random.default_rng(np.random.SeedSequence(list(task.seed)))
     pa, pb = task.a.build(game, rng), task.b.build(game, rng)
@@ -98,20 +100,16 @@ def play_match(game: Game, a: PlayerSpec, b: PlayerSpec, *, games: int, opening_
     match is played in rounds of ``round_games`` and stops as soon as the
     test reaches a verdict.
     """
-    even_games(games)
-    rng = np.random.default_rng(np.random.SeedSequence([seed, 0xA7E4A]))
-    openings = make_openings(game, opening_plies, games // 2, rng)
+    openings = match_openings(game, games, opening_plies, seed)
     n_workers = workers or default_workers()
-    if not current_backend().shares_files:  # the models travel with the tasks
-        a, b = (replace(x, model=ShippedFile(x.model)) if isinstance(x.model, str) else x for x in (a, b))
+    a, b = travelling(a), travelling(b)
     per_round = len(openings) if sprt is None else max(1, round_games // 2)
     result = MatchResult(a.name, b.name)
     for r0 in range(0, len(openings), per_round):
         chunk = openings[r0:r0 + per_round]
-        parts = max(1, min(n_workers, len(chunk)))
-        tasks = [_MatchTask(game.name, a, b, chunk[k::parts], (seed, r0, k)) for k in range(parts)]
+        tasks = match_tasks(game, a, b, chunk, seed=seed, first=r0, workers=n_workers)
         label = desc or f"{a.name} vs {b.name}"
-        for part in run_tasks(_play_task, tasks, workers=n_workers, total=2 * len(chunk),
+        for part in run_tasks(play_match_task, tasks, workers=n_workers, total=2 * len(chunk),
                               desc=label, unit="game", progress=progress):
             result.games.extend(part)
         if sprt is not None:
@@ -120,6 +118,30 @@ def play_match(game: Game, a: PlayerSpec, b: PlayerSpec, *, games: int, opening_
                 result.stopped_early = result.verdict
                 break
     return result
+
+
+def match_openings(game: Game, games: int, opening_plies: int, seed: int) -> list[list[int]]:
+    """The openings of a match of ``games`` colour-balanced games (``games`` even)."""
+    even_games(games)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, 0xA7E4A]))
+    return make_openings(game, opening_plies, games // 2, rng)
+
+
+def match_tasks(game: Game, a: PlayerSpec, b: PlayerSpec, openings: list[list[int]], *, seed: int,
+                first: int = 0, workers: int) -> list[MatchTask]:
+    """``openings`` (the match's from number ``first`` on) split over at most
+    ``workers`` tasks, each seeded by ``(seed, first, k)``: the games depend
+    on the number of tasks, so every caller splits the same way."""
+    parts = max(1, min(workers, len(openings)))
+    return [MatchTask(game.name, a, b, openings[k::parts], (seed, first, k)) for k in range(parts)]
+
+
+def travelling(spec: PlayerSpec) -> PlayerSpec:
+    """``spec`` with its model file inside it where the backend's tasks do
+    not share this machine's files (Ray nodes with their own disks)."""
+    if isinstance(spec.model, str) and not current_backend().shares_files:
+        return replace(spec, model=ShippedFile(spec.model))
+    return spec
 
 
 def model_player(p: Params, path: str, name: str, match) -> PlayerSpec:
