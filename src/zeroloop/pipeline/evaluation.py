@@ -72,6 +72,21 @@ def shipped_positions(game: str, *, test: bool, per_group: int, seed: int,
     return PositionSet.from_json(data)
 
 
+def shipped_copy(p: Params, layout: Layout, *, test: bool = False) -> tuple[Path, PositionSet] | None:
+    """The shipped copy of the set ``p`` asks for (:func:`shipped_positions`)
+    and its file, or None where none is shipped; a test set's validation set
+    is read from ``layout.positions``."""
+    e = p.evaluate
+    n, seed = (e.test_positions_per_group, e.test_positions_seed) if test else (e.positions_per_group,
+                                                                                 e.positions_seed)
+    path = shipped_set_path(p.game, test=test, per_group=n, seed=seed)
+    if not path.is_file():
+        return None
+    validation = PositionSet.from_json(read_json(layout.positions)) if test else None
+    copy = shipped_positions(p.game, test=test, per_group=n, seed=seed, validation=validation)
+    return None if copy is None else (path, copy)
+
+
 def positions_step(p: Params, layout: Layout, *, test: bool = False, shipped: bool = True) -> PositionSet:
     """Positions labelled by a perfect player: Connect Four (with the ``solver``
     extra) in Pons' six benchmark groups, tic-tac-toe in one group of positions
@@ -100,16 +115,14 @@ def positions_step(p: Params, layout: Layout, *, test: bool = False, shipped: bo
         empty = PositionSet(game.name, [], np.zeros((0, game.num_actions), np.int8))
         write_json(out, dict(empty.to_json(), note=why))
         return empty
-    exclude: set[tuple[int, int]] = set()
-    validation = PositionSet.from_json(read_json(layout.positions)) if test else None
-    seed = e.test_positions_seed if test else e.positions_seed
-    copy = shipped_positions(game.name, test=test, per_group=n, seed=seed,
-                             validation=validation) if shipped else None
+    copy = shipped_copy(p, layout, test=test) if shipped else None
     if copy is not None:
-        write_json(out, copy.to_json())
-        return copy
-    if validation is not None:
-        exclude = position_keys(game, validation)
+        write_json(out, copy[1].to_json())
+        return copy[1]
+    exclude: set[tuple[int, int]] = set()
+    if test:
+        exclude = position_keys(game, PositionSet.from_json(read_json(layout.positions)))
+    seed = e.test_positions_seed if test else e.positions_seed
     rng = np.random.default_rng(derive_seed(seed, "test_positions" if test else "positions"))
     ps = make_benchmark(game, n, rng, scorer, exclude=exclude)
     write_json(out, ps.to_json())
