@@ -35,9 +35,10 @@ from zeroloop.pipeline.matches import (
     model_player,
     play_match_task,
     travelling,
+    travelling_model,
 )
 from zeroloop.pipeline.params import Params
-from zeroloop.pipeline.runtime.backend import Tick, current_backend
+from zeroloop.pipeline.runtime.backend import Tick
 from zeroloop.pipeline.runtime.process import machine
 from zeroloop.pipeline.runtime.workers import default_workers, run_tasks
 
@@ -205,9 +206,7 @@ def policy_and_search_moves(p: Params, path: str, states: list, *, workers: int 
 
 
 def _moves_tasks(p: Params, path: str, states: list) -> list[_MovesTask]:
-    model: str | ShippedFile = path
-    if not current_backend().shares_files:  # the model travels with the tasks
-        model = ShippedFile(path)
+    model = travelling_model(path)
     return [_MovesTask(p, model, states[i:i + MEASURE_CHUNK]) for i in range(0, len(states), MEASURE_CHUNK)]
 
 

@@ -136,12 +136,16 @@ def match_tasks(game: Game, a: PlayerSpec, b: PlayerSpec, openings: list[list[in
     return [MatchTask(game.name, a, b, openings[k::parts], (seed, first, k)) for k in range(parts)]
 
 
+def travelling_model(path: str) -> str | ShippedFile:
+    """The model file ``path`` as tasks get it: its bytes inside the task
+    where the backend's tasks do not share this machine's files (Ray nodes
+    with their own disks), else the path."""
+    return path if current_backend().shares_files else ShippedFile(path)
+
+
 def travelling(spec: PlayerSpec) -> PlayerSpec:
-    """``spec`` with its model file inside it where the backend's tasks do
-    not share this machine's files (Ray nodes with their own disks)."""
-    if isinstance(spec.model, str) and not current_backend().shares_files:
-        return replace(spec, model=ShippedFile(spec.model))
-    return spec
+    """``spec`` with its model as :func:`travelling_model` sends it."""
+    return replace(spec, model=travelling_model(spec.model)) if isinstance(spec.model, str) else spec
 
 
 def model_player(p: Params, path: str, name: str, match) -> PlayerSpec:
