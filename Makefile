@@ -45,7 +45,7 @@ binutils:
 TEST_WORKERS ?= 2
 
 test: $(STAMP) browser gnugo binutils
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"

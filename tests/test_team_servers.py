@@ -432,6 +432,58 @@ def test_tune_with_an_unreachable_tracking_server_fails_in_one_line_before_any_t
     assert not (tmp_path / "optuna.db").exists()
 
 
+class _SlowServer:
+    """An HTTP server on localhost that answers every GET with ``status`` after ``delay`` seconds."""
+
+    def __init__(self, delay: float, status: int = 200) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                time.sleep(delay)
+                body = b'{"experiments": []}'
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_server_that_takes_the_check_is_waited_for_beyond_the_connection_wait(monkeypatch):
+    """MLflow's basic-auth app hashes the password on every request: seconds on a
+    busy machine (CI's 2 cores lost a run to a 5 s cap). A server that took the
+    connection is given ANSWER_WAIT_S to answer; one that never answers is named."""
+    from zeroloop.pipeline import tracking
+
+    with _SlowServer(delay=3) as slow:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", slow.url)
+        start = time.monotonic()
+        assert tracking.check_tracking(wait_s=1) == slow.url
+        assert time.monotonic() - start >= 3
+        monkeypatch.setattr(tracking, "ANSWER_WAIT_S", 1.0)
+        silent = r"took the connection but sent no answer within 1s"
+        with pytest.raises(tracking.TrackingUnavailable, match=silent):
+            tracking.check_tracking(wait_s=1)
+    with _SlowServer(delay=0, status=404) as other:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", other.url)
+        with pytest.raises(tracking.TrackingUnavailable, match=r"not an MLflow tracking server \(HTTP 404"):
+            tracking.check_tracking(wait_s=1)
+
+
 def test_check_tracking_reads_a_server_answer_as_the_client_would(tmp_path):
     """The credentials header follows MLflow's variables; a non-MLflow answer is named."""
     from zeroloop.pipeline import tracking

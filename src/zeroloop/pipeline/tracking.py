@@ -60,6 +60,8 @@ HTTP_RETRIES = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "4", "MLFLOW_HTTP_REQUEST_BAC
                 "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
 #: How long a stage waits for the tracking store before any work (``ZEROLOOP_TRACKING_WAIT`` overrides).
 TRACKING_WAIT_S = 15.0
+#: How long a server that took the connection has to answer the check.
+ANSWER_WAIT_S = 60.0
 
 
 class TrackingUnavailable(ValueError):
@@ -87,9 +89,11 @@ def _credentials_header() -> dict[str, str]:
 def check_tracking(wait_s: float | None = None) -> str:
     """Check the tracking store before any work; returns its URI.
 
-    A server (``http(s)://``) must answer an authenticated request within
+    A server (``http(s)://``) must take an authenticated request within
     ``wait_s`` seconds (it is asked again while it refuses connections or
-    answers 5xx, so a restart is ridden out); a wrong or missing password is
+    answers 5xx, so a restart is ridden out), and answer it within
+    :data:`ANSWER_WAIT_S` once it has taken it (MLflow's basic-auth app spends
+    seconds a request on a busy machine); a wrong or missing password is
     reported at once. A sqlite store that exists must be a readable database.
     Raises :class:`TrackingUnavailable` with one line; never prints a secret.
     """
@@ -104,41 +108,66 @@ def check_tracking(wait_s: float | None = None) -> str:
 
 
 def _check_server(uri: str, wait_s: float) -> None:
-    import urllib.error
-    import urllib.request
+    import requests
 
     url = uri.rstrip("/") + "/api/2.0/mlflow/experiments/search?max_results=1"
-    request = urllib.request.Request(url, headers=_credentials_header())
+    headers = _credentials_header()
     deadline = time.monotonic() + wait_s
     where = f"MLFLOW_TRACKING_URI={uri}"
     while True:
+        left = max(1.0, deadline - time.monotonic())
         try:
-            with urllib.request.urlopen(request, timeout=max(1.0, min(5.0, wait_s))):
-                return
-        except urllib.error.HTTPError as exc:
+            # a server that took the connection is alive: it gets ANSWER_WAIT_S to answer (basic auth
+            # hashes the password on every request, seconds on a busy machine); connecting is bounded
+            # by the wait, so a server that is not there fails within it
+            answer_s = max(ANSWER_WAIT_S, left)
+            answer = requests.get(url, headers=headers, timeout=(min(5.0, left), answer_s))
+        except (requests.exceptions.InvalidURL, requests.exceptions.MissingSchema,
+                requests.exceptions.InvalidSchema) as exc:
+            raise TrackingUnavailable(f"{where}: not a URL MLflow can use ({exc})") from None
+        except requests.exceptions.ReadTimeout:
+            raise TrackingUnavailable(f"{where}: the server took the connection but sent no answer within "
+                                      f"{answer_s:.0f}s; check its log; nothing was run") from None
+        except requests.exceptions.RequestException as exc:  # refused, unreachable, connect timed out
+            why = _reason(exc)
+        else:
             user = os.environ.get("MLFLOW_TRACKING_USERNAME")
-            if exc.code == 401:
+            code = answer.status_code
+            if code < 400:
+                return
+            if code == 401:
                 raise TrackingUnavailable(
                     f"{where}: the server refused the credentials of user {user!r} (wrong password?); "
                     "check MLFLOW_TRACKING_PASSWORD; nothing was run" if user else
                     f"{where}: the server wants credentials: set MLFLOW_TRACKING_USERNAME and "
                     "MLFLOW_TRACKING_PASSWORD (docs/cluster.md); nothing was run") from None
-            if exc.code == 403:
+            if code == 403:
                 raise TrackingUnavailable(f"{where}: user {user!r} may not read experiments there; "
                                           "nothing was run") from None
-            if exc.code < 500:
-                raise TrackingUnavailable(f"{where}: not an MLflow tracking server (HTTP {exc.code} from "
+            if code < 500:
+                raise TrackingUnavailable(f"{where}: not an MLflow tracking server (HTTP {code} from "
                                           f"{url.split('?')[0]}); nothing was run") from None
-            why = f"HTTP {exc.code}"
-        except (OSError, ValueError) as exc:  # refused, unreachable, timed out, bad URL
-            why = getattr(exc, "reason", None) or exc
-            if isinstance(exc, ValueError) and not isinstance(exc, OSError):
-                raise TrackingUnavailable(f"{where}: not a URL MLflow can use ({exc})") from None
+            why = f"HTTP {code}"
         if time.monotonic() >= deadline:
             raise TrackingUnavailable(f"{where}: no MLflow server answered within {wait_s:.0f}s ({why}); "
                                       "start it, or unset MLFLOW_TRACKING_URI to log to mlflow.db here; "
                                       "nothing was run") from None
         time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+
+
+def _reason(exc: BaseException) -> str:
+    """The OS's words for a failed connection ("Connection refused"), from the chain beneath ``exc``."""
+    todo, seen = [exc], set()
+    while todo:
+        e = todo.pop(0)
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.strerror:
+            return e.strerror
+        todo += [x for x in (e.__cause__, e.__context__, getattr(e, "reason", None), *e.args)
+                 if isinstance(x, BaseException)]
+    return type(exc).__name__
 
 
 def _check_sqlite(path: Path) -> None:
