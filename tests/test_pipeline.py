@@ -107,6 +107,12 @@ def test_dvc_repro_end_to_end(repo):
             assert v["only_second"] - v["only_first"] == round((b[rate] - a[rate]) * v["positions"])
     # Elo anchored on the rollout-UCT baseline, which the games inform; time of training recorded
     assert metrics["elo_anchor"] == "uct10" and metrics["training_minutes"] > 0
+    # where the run's time went: every kind of stage, each the sum of its generations' process times
+    split = metrics["wall_s_by_stage"]
+    assert list(split) == ["selfplay", "train", "gate", "eval", "test"] and all(v > 0 for v in split.values())
+    evals = [json.loads((repo / f"reports/generations/gen_{g}/eval.json").read_text()) for g in (1, 2)]
+    assert split["eval"] == pytest.approx(sum(e["stage_wall_s"] for e in evals), abs=0.05)
+    assert all(e["stage_wall_s"] >= e["wall_s"] for e in evals)
     with open(repo / "reports/plots/generations.csv") as f:
         rows = list(csv.DictReader(f))
     minutes = [float(r["training_minutes"]) for r in rows]

@@ -194,3 +194,20 @@ def test_the_report_carries_each_gnugo_level_into_its_table_and_plot(tmp_path, m
         row.update(value_loss=0.5, policy_loss=0.5)
     paths = report.draw_plots(table, "go-7", "uct20")
     assert (tmp_path / "scores.png").stat().st_size > 0 and tmp_path / "scores.png" in paths
+
+
+def test_the_reports_time_split_sums_each_kind_of_stage_and_leaves_out_what_was_not_recorded():
+    from zeroloop.pipeline.stages import report
+
+    rows = [{"selfplay": {"stage_wall_s": 100.0}, "train": {"stage_wall_s": 60.0},
+             "gate": {"stage_wall_s": 10.0}, "eval": {"stage_wall_s": 25.0, "wall_s": 20.0}},
+            {"selfplay": {"stage_wall_s": 110.0}, "train": {"stage_wall_s": 80.0},
+             "gate": {"stage_wall_s": 12.0}, "eval": {"stage_wall_s": 23.0}}]
+    split = report.time_split(rows, {"wall_s": 40.0})
+    assert split == {"selfplay": 210.0, "train": 140.0, "gate": 22.0, "eval": 48.0, "test": 40.0}
+    line = report.split_line(split)
+    assert line.startswith("time by stage: self-play 210 s (46%), training 140 s (30%), gate 22 s (5%), "
+                           "evaluation 48 s (10%), the champion's test 40 s (9%); 7.7 min in all")
+    # an evaluation from before the stages recorded their process time: left out, not guessed
+    del rows[0]["eval"]["stage_wall_s"]
+    assert "eval" not in report.time_split(rows) and report.split_line({}) == "time by stage: not recorded"

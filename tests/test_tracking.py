@@ -103,3 +103,31 @@ def test_temporary_dvc_experiments_log_to_the_repository_store(tmp_path, monkeyp
     assert tracking_uri() == f"sqlite:///{(tmp_path / 'repo' / 'mlflow.db').resolve()}"
     monkeypatch.setenv("DVC_ROOT", str(tmp_path / "plain"))
     assert repo_root() == (tmp_path / "plain").resolve()
+
+
+def test_an_experiment_another_process_created_meanwhile_is_taken_not_fatal(mlflow_db, monkeypatch):
+    """Two machines starting on one server both find the experiment missing and
+    both create it (CI saw `zeroloop tune` fail so): the loser takes the winner's."""
+    from zeroloop.pipeline.tracking import EXPERIMENT_KIND, open_experiment
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{mlflow_db}")
+    client = MlflowClient(f"sqlite:///{mlflow_db}")
+    winner = client.create_experiment("raced", tags=EXPERIMENT_KIND)  # the other machine, first
+
+    class LateClient:  # this machine's first look came before the other's create
+        looked = False
+
+        def __getattr__(self, name):
+            return getattr(client, name)
+
+        def get_experiment_by_name(self, name):
+            if not self.looked:
+                self.looked = True
+                return None
+            return client.get_experiment_by_name(name)
+
+    assert open_experiment(LateClient(), "raced") == winner
+    # the store names the clash as open_experiment expects
+    with pytest.raises(Exception, match="already exists") as caught:
+        client.create_experiment("raced")
+    assert caught.value.error_code == "RESOURCE_ALREADY_EXISTS"

@@ -39,7 +39,7 @@ from zeroloop.pipeline.matches import (
 )
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.runtime.backend import Tick
-from zeroloop.pipeline.runtime.process import machine
+from zeroloop.pipeline.runtime.process import machine, process_clock
 from zeroloop.pipeline.runtime.workers import default_workers, run_tasks
 
 #: Solver-labelled position sets shipped with the package: the default
@@ -302,6 +302,7 @@ def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True)
     if positions.moves:
         result["solver"] = solver_errors(p, str(best), positions, _joined([out[i] for i in measured]))
     result["wall_s"] = round(time.perf_counter() - t0, 1)
+    result.update(process_clock())  # the whole stage, start-up included: the report's split of the run
     result["machine"] = machine(p.runtime.device, p.runtime.precision)
     write_json(layout.report(gen, "eval"), result)
     return result

@@ -232,10 +232,21 @@ EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 
 
 def open_experiment(client, name: str) -> str:
-    """The experiment's id, created if needed, marked as model training."""
+    """The experiment's id, created if needed, marked as model training.
+    Two processes that both find it missing (two machines starting on one
+    server) both create it: the one that loses takes the winner's."""
+    from mlflow.exceptions import MlflowException
+
     exp = client.get_experiment_by_name(name)
     if exp is None:
-        return client.create_experiment(name, artifact_location=artifact_location(), tags=EXPERIMENT_KIND)
+        try:
+            return client.create_experiment(name, artifact_location=artifact_location(), tags=EXPERIMENT_KIND)
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            exp = client.get_experiment_by_name(name)
+            if exp is None:
+                raise
     if "mlflow.experimentKind" not in exp.tags:
         client.set_experiment_tag(exp.experiment_id, *next(iter(EXPERIMENT_KIND.items())))
     return exp.experiment_id
@@ -484,6 +495,7 @@ def stage_metrics(stage: str, report: dict[str, Any]) -> dict[str, float]:
         out.update({f"eval/{k}": v for k, v in solver.items() if isinstance(v, int | float)})
         for group, rates in solver.get("groups", {}).items():  # eval/begin-hard/search_error_rate, ...
             out.update({f"eval/{group}/{k}": v for k, v in rates.items() if k.endswith("_error_rate")})
+        out.update({f"eval/{k}": report[k] for k in ("wall_s", "stage_wall_s", "stage_cpu_s") if k in report})
         return out
     return {f"{stage}/{k}": v for k, v in report.items()
             if isinstance(v, int | float) and not isinstance(v, bool) and k != "generation"}

@@ -97,6 +97,33 @@ def training_clock(rows: list[dict]) -> list[tuple[float, float]]:
     return out
 
 
+#: the run's stages in the order a generation runs them, and their names in the report's line
+SPLIT_STAGES = {"selfplay": "self-play", "train": "training", "gate": "gate", "eval": "evaluation"}
+
+
+def time_split(rows: list[dict], test: dict | None = None) -> dict[str, float]:
+    """Seconds of wall-clock each kind of stage took over the run (each stage
+    from its process's start to its report; DVC between stages not counted),
+    and the champion's held-out test. A stage that did not record its process
+    time (an evaluation from before it did) is left out, not guessed."""
+    split: dict[str, float] = {}
+    for stage in SPLIT_STAGES:
+        walls = [r[stage].get("stage_wall_s") for r in rows]
+        if all(w is not None for w in walls):
+            split[stage] = round(sum(walls), 1)
+    if test and "wall_s" in test:
+        split["test"] = test["wall_s"]
+    return split
+
+
+def split_line(split: dict[str, float]) -> str:
+    total = sum(split.values())
+    names = {**SPLIT_STAGES, "test": "the champion's test"}
+    parts = [f"{names[k]} {v:.0f} s ({v / total:.0%})" for k, v in split.items()] if total else []
+    return (f"time by stage: {', '.join(parts)}; {total / 60:.1f} min in all, DVC between stages not counted"
+            if parts else "time by stage: not recorded")
+
+
 def table(p: Params, rows: list[dict], elo: EloFit, gate_elo: EloFit) -> list[dict]:
     out, previous = [], None
     for r, (minutes, cpu_minutes) in zip(rows, training_clock(rows), strict=True):
@@ -313,6 +340,7 @@ def run(p: Params) -> None:
     test = test_step(p, LAYOUT, CHAMPION)
     if "solver" in test:
         metrics["test"] = _solver_summary(test["solver"])
+    metrics["wall_s_by_stage"] = time_split(rows, test)
     write_json(METRICS, metrics)
     with Tracker.open(p) as tr:
         for g in sorted(p.generations):  # every generation run mirrors its outputs, cached stages included
@@ -329,6 +357,7 @@ def run(p: Params) -> None:
             tr.log_summary({f"by_training_s/reference_{k}": r[k] for k in ("solver_error", "policy_error")},
                            step=round(60 * r["training_minutes"]))
         tr.log_summary({f"final_{k}": v for k, v in metrics.items() if isinstance(v, int | float)})
+        tr.log_summary({f"final_wall_s/{k}": v for k, v in metrics["wall_s_by_stage"].items()})
         if "test" in metrics:  # the held-out set: test/search_error, test/groups/begin-hard/policy_error, ...
             tr.log_summary({f"test/{k}": v for k, v in flatten(metrics["test"]).items()
                             if isinstance(v, int | float) and not isinstance(v, bool)})
@@ -362,3 +391,4 @@ def run(p: Params) -> None:
                           f"{g['policy_error']:6.1%}  ({g['positions']} positions)")
     else:
         say("report", read_json(LAYOUT.test_report).get("note", "no held-out test positions"))
+    say("report", split_line(metrics["wall_s_by_stage"]))
