@@ -163,23 +163,27 @@ def test_dvc_repro_end_to_end(repo):
     version = client.get_model_version_by_alias("zeroloop-tictactoe", "champion")
     assert version.run_id == parent.info.run_id
 
-    # an ablation: a DVC experiment with its own MLflow run, shown side by side with the baseline
-    dvc(repo, "exp", "run", "--temp", "-n", "cpuct2", "-S", "mcts.c_puct=2.0", env=env)
+    # an ablation: a DVC experiment with its own MLflow run, shown side by side with the baseline;
+    # it changes only the evaluation, so only the evaluation stages and the report run again
+    ran = dvc(repo, "exp", "run", "--temp", "-n", "uct20", "-S", "evaluate.uct_playouts=20", env=env).stdout
+    assert "Running stage 'evaluate@1'" in ran and "Running stage 'report'" in ran, ran[-3000:]
+    assert "Running stage 'selfplay@" not in ran and "Running stage 'train@" not in ran, ran[-3000:]
     out = subprocess.run([str(Path(sys.executable).parent / "zeroloop"), "experiments"], cwd=repo, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     rows = [line for line in out.stdout.splitlines() if line.startswith("| ")][1:]
     assert "| test search % [95%] | test raw % [95%] |" in out.stdout
     assert rows[0].startswith("| workspace | (baseline) |")
-    assert rows[1].startswith("| cpuct2 | mcts.c_puct=2.0 |")
+    assert rows[1].startswith("| uct20 | evaluate.uct_playouts=20 |")
     exp_id = exp.experiment_id
     # the experiment ran in DVC's temporary copy under .dvc/tmp/exps/, yet logged to this
     # repository's mlflow.db, as a parent run of its own with its params and summary
-    tagged = client.search_runs([exp_id], filter_string="tags.`dvc.exp_name` = 'cpuct2'")
+    tagged = client.search_runs([exp_id], filter_string="tags.`dvc.exp_name` = 'uct20'")
     assert len(tagged) == 1, [(r.info.run_name, r.data.tags) for r in tagged]
     assert tagged[0].info.run_id != parent.info.run_id and "mlflow.parentRunId" not in tagged[0].data.tags
-    assert tagged[0].data.params["mcts.c_puct"] == "2.0" and "final_vs_random" in tagged[0].data.metrics
-    assert "cpuct2" in dvc(repo, "exp", "show", "--json", env=env).stdout
+    assert tagged[0].data.params["evaluate.uct_playouts"] == "20"
+    assert "final_vs_random" in tagged[0].data.metrics
+    assert "uct20" in dvc(repo, "exp", "show", "--json", env=env).stdout
 
     again = dvc(repo, "repro", env=env)
     assert "Running stage" not in again.stdout

@@ -131,3 +131,20 @@ def test_an_experiment_another_process_created_meanwhile_is_taken_not_fatal(mlfl
     with pytest.raises(Exception, match="already exists") as caught:
         client.create_experiment("raced")
     assert caught.value.error_code == "RESOURCE_ALREADY_EXISTS"
+
+
+@pytest.mark.parametrize("uri, sql", [("sqlite:///{tmp}/mlflow.db", True), ("http://127.0.0.1:9", False)])
+def test_a_stage_imports_mlflow_while_it_works(tmp_path, uri, sql):
+    """MLflow's client, and SQLAlchemy's store for a database URI, are imported in a
+    thread (5 s of a tiny stage otherwise): by the time the stage logs, they are there."""
+    code = ("import sys, threading\n"
+            "from zeroloop.pipeline.tracking import prefetch_client\n"
+            "assert 'mlflow' not in sys.modules\n"
+            "prefetch_client()\n"
+            "[t.join() for t in threading.enumerate() if t.name == 'mlflow-import']\n"
+            "print('mlflow.tracking' in sys.modules,\n"
+            "      'mlflow.store.tracking.sqlalchemy_store' in sys.modules)\n")
+    env = {**os.environ, "MLFLOW_TRACKING_URI": uri.format(tmp=tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["True", str(sql)]

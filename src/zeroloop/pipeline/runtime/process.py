@@ -28,7 +28,30 @@ def quiet_libraries() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)
 
 
+def skip_exit_collection() -> None:
+    """Skip the garbage collection of everything alive at exit.
+
+    A process that imported torch, MLflow and SQLAlchemy spent 1.5-2 s after
+    its last line collecting its objects before it ended (measured: a stage
+    1.7-1.9 s, a worker pool's close as long, AMD EPYC Zen 3); every stage and
+    every worker pays it. :func:`gc.freeze` at exit (an ``atexit`` hook, so it
+    runs after every other one) moves them out of the collector's sight: the
+    same exit in 0.3 s. Files are closed by the code that writes them, never by
+    the collector, so nothing written is lost. Once per process."""
+    import atexit
+    import gc
+
+    global _exit_hook
+    if not _exit_hook:
+        atexit.register(gc.freeze)
+        _exit_hook = True
+
+
+_exit_hook = False
+
+
 def setup_process() -> None:
+    skip_exit_collection()
     init_worker_threads()
     quiet_libraries()
 

@@ -25,7 +25,7 @@ from typing import Any
 from tqdm import tqdm
 
 from zeroloop.pipeline.runtime.backend import R, T, TaskPool, Tick, WorkerLost, current_backend, local_cores
-from zeroloop.pipeline.runtime.process import init_worker_threads
+from zeroloop.pipeline.runtime.process import init_worker_threads, skip_exit_collection
 
 _progress_queue = None
 
@@ -59,6 +59,7 @@ def _init_process(q, parent: int) -> None:
     # Ctrl-C reaches the whole process group; the parent decides (it terminates the pool),
     # so a worker does not die half-way through writing its result
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    skip_exit_collection()  # the pool's close waits for its workers to end
     init_worker_threads()
 
 

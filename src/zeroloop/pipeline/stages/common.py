@@ -55,9 +55,10 @@ def run_stage(name: str, body: Callable[[Params], None], params_file: str = PARA
         if writes:
             check_writable()
         if tracked:
-            from zeroloop.pipeline.tracking import check_tracking
+            from zeroloop.pipeline.tracking import check_tracking, prefetch_client
 
             check_tracking()
+            prefetch_client()
         body(params)
     except (ParamsError, DamagedFileError, FileNotFoundError, ValueError, WorkerLost) as exc:
         if os.environ.get("ZEROLOOP_DEBUG"):
