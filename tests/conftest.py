@@ -6,12 +6,16 @@ import pytest
 #: clusters at once on two cores starve each other's health checks.
 _ONE_WORKER = {"test_cluster": "ray", "test_ray_nodes": "ray", "test_team_servers": "team_servers",
                "test_server_limits": "server_limits"}
+#: ... except, in these modules, the tests that use none of the shared servers: they
+#: go wherever a worker is free (the team-server module's group was a 15-minute pole).
+_SHARED = {"test_team_servers": {"postgres", "pg_mlflow", "auth_server"}}
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        group = _ONE_WORKER.get(item.module.__name__.rpartition(".")[2])
-        if group is not None:
+        module = item.module.__name__.rpartition(".")[2]
+        group = _ONE_WORKER.get(module)
+        if group is not None and (module not in _SHARED or _SHARED[module] & set(item.fixturenames)):
             item.add_marker(pytest.mark.xdist_group(group))
 
 
