@@ -463,3 +463,33 @@ def test_hyperband_pruner_and_the_validation_metric(tmp_path, monkeypatch):
     default = objectives.default_settings(params, "search")
     assert study.trials[0].value == objectives.model_score(params, model, default, seed=0, positions=ps)
     assert sorted(study.trials[0].intermediate_values) == [0, 1, 2]
+
+
+def test_timeout_stops_starting_trials_and_a_clipped_default_is_named(setup, tmp_path):
+    """``--timeout``: once the time is up no further trial starts, and the
+    results are written as after the last trial; current settings outside
+    their range are named, since trial 0 then is not what params.yaml runs."""
+    from zeroloop.pipeline.tuning.run import tune
+
+    _, model, storage = setup
+    data = parse_params({**TINY, "mcts": {"c_puct": 5.0}}).to_yaml_data()
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+    lines = []
+    summary = tune(str(tmp_path / "params.yaml"), objective="search", trials=50, storage=storage,
+                   study_name="to", model=model, workers=1, timeout=1e-3, out_dir=tmp_path / "out",
+                   log=lines.append)
+    assert summary["trials"] == 1 and summary["complete"] == 1
+    assert (tmp_path / "out" / "best_params.yaml").is_file()
+    clipped = [line for line in lines if "mcts.c_puct 5 is outside tune.c_puct [0.5, 4]" in line]
+    assert clipped and "trial 0 plays 4" in clipped[0]
+    assert optuna.load_study(study_name="to", storage=storage).trials[0].params["c_puct"] == 4.0
+    # within the ranges (params.yaml's defaults), nothing is said
+    assert objectives.clipped_defaults(parse_params({}), "selfplay") == []
+    assert objectives.clipped_defaults(parse_params({}), "search") == []
+
+
+def test_tune_command_refuses_a_timeout_that_is_not_positive(tmp_path):
+    out = subprocess.run([_zeroloop_bin(), "tune", "--timeout", "0"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2
+    assert "--timeout must be a positive number of seconds, not 0" in out.stderr

@@ -79,7 +79,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     try:
         summary = tune(args.params, objective=args.objective, trials=args.trials, storage=args.storage,
                        study_name=args.study, model=args.model, seed=args.seed, workers=args.workers,
-                       jobs=args.jobs, log=lambda line: print(f"zeroloop tune: {line}", file=sys.stderr))
+                       jobs=args.jobs, timeout=args.timeout,
+                       log=lambda line: print(f"zeroloop tune: {line}", file=sys.stderr))
     except (ParamsError, ValueError, FileNotFoundError) as exc:
         print(f"zeroloop tune: {exc}", file=sys.stderr)
         return 2
@@ -233,6 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "settings, scored by its final model (tune.selfplay_generations x "
                         "tune.selfplay_games)")
     t.add_argument("--trials", type=int, default=20, help="trials to run now (default 20)")
+    t.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                   help="start no trial after this many seconds (each job's running trial finishes, "
+                        "then the results are written); with it, --trials is an upper bound")
     t.add_argument("--storage", default="sqlite:///optuna.db",
                    help="Optuna storage: sqlite:///optuna.db (default, one process), "
                         "journal:optuna.journal (several processes on one machine), or a "
@@ -375,6 +379,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.command == "tune" and (args.trials < 1 or args.jobs < 1):
         print("zeroloop tune: --trials and --jobs must be >= 1", file=sys.stderr)
+        return 2
+    if args.command == "tune" and args.timeout is not None and not args.timeout > 0:
+        print(f"zeroloop tune: --timeout must be a positive number of seconds, not {args.timeout:g}",
+              file=sys.stderr)
         return 2
     if args.command == "analyse" and args.sims < 1:
         print("zeroloop analyse: --sims must be >= 1", file=sys.stderr)

@@ -203,7 +203,7 @@ class TuneParams(_Section):
 
     c_puct: FloatRange = FloatRange(low=0.5, high=4.0, log=True)
     temperature: FloatRange = FloatRange(low=0.0, high=1.5)
-    temperature_moves: IntRange = IntRange(low=0, high=12)
+    temperature_moves: IntRange = IntRange(low=0, high=30)
     dirichlet_alpha: FloatRange | None = Field(
         None, description="selfplay objective: also tune the root noise ({low: 0.1, high: 1, log: true})")
     dirichlet_epsilon: FloatRange | None = Field(

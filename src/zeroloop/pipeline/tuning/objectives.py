@@ -114,6 +114,30 @@ def default_settings(params: Params, objective: str) -> TrialSettings:
                          **noise)
 
 
+def clipped_defaults(params: Params, objective: str) -> list[str]:
+    """The current settings that lie outside their ``tune:`` range, as
+    ``key value -> clipped``: trial 0 then plays the clipped value, not what
+    params.yaml runs, and a gain over it is not a gain over the defaults."""
+    space = params.tune
+    src, section = ((params.selfplay, "selfplay") if objective == "selfplay"
+                    else (params.evaluate, "evaluate"))
+    current = {"c_puct": ("mcts.c_puct", params.mcts.c_puct, space.c_puct),
+               "temperature": (f"{section}.temperature", src.temperature, space.temperature),
+               "temperature_moves": (f"{section}.temperature_moves", src.temperature_moves,
+                                     space.temperature_moves)}
+    for k in noise_dims(space, objective):
+        current[k] = (f"mcts.{k}", getattr(params.mcts, k), getattr(space, k))
+    if tunes_simulations(space, objective):
+        current["selfplay_simulations"] = ("mcts.simulations", params.mcts.simulations,
+                                           space.selfplay_simulations)
+    out = []
+    for name, (key, value, r) in current.items():
+        if not r.low <= value <= r.high:
+            out.append(f"{key} {value:g} is outside tune.{name} [{r.low:g}, {r.high:g}], "
+                       f"so trial 0 plays {min(max(value, r.low), r.high):g}")
+    return out
+
+
 def search_objective_score(params: Params, model: str, settings: TrialSettings, *, seed: int,
                            report=None, workers: int | None = None, progress: bool = False) -> float:
     """Score of ``model`` searched with ``settings`` against the reference.

@@ -59,9 +59,12 @@ def check_storage(url: str) -> None:
 
 def tune(params_file: str, *, objective: str, trials: int, storage: str, study_name: str | None = None,
          model: str | None = None, seed: int = 0, workers: int | None = None, jobs: int = 1,
-         out_dir: Path = TUNING_DIR, log: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
+         timeout: float | None = None, out_dir: Path = TUNING_DIR,
+         log: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
     """Run ``trials`` trials of the study and write its results; returns a
     summary (trial counts and ``best``, None when no trial completed).
+    ``timeout``: seconds after which no new trial starts (each job's running
+    trial finishes); the results are written as after ``trials`` trials.
 
     Raises ParamsError / ValueError / FileNotFoundError with one-line messages
     for bad input; KeyboardInterrupt leaves the storage and MLflow consistent.
@@ -70,7 +73,7 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
     from zeroloop.pipeline.runtime.backend import use_backend
     from zeroloop.pipeline.runtime.process import quiet_libraries
     from zeroloop.pipeline.tracking import check_tracking
-    from zeroloop.pipeline.tuning.objectives import TrialSettings, default_settings
+    from zeroloop.pipeline.tuning.objectives import TrialSettings, clipped_defaults, default_settings
     from zeroloop.pipeline.tuning.results import best_params_yaml, confirm_gain, save_plots
     from zeroloop.pipeline.tuning.study import (
         check_shared_storage,
@@ -92,6 +95,8 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
     check_tracking()
     check_storage(storage)
     study_name = study_name or f"{params.game}-{objective}"
+    for line in clipped_defaults(params, objective):
+        log(f"warning: {line}: widen the range to compare the study with the current settings")
     tracker = StudyTracker.open(params, study_name, storage,
                                 {"objective": objective, "model": model or "", "seed": seed})
     try:
@@ -99,12 +104,13 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
             import optuna
 
             parallel_search_study(params_file, model=model, trials=trials, study_name=study_name,
-                                  storage=storage, seed=seed, jobs=jobs, objective=objective)
+                                  storage=storage, seed=seed, jobs=jobs, objective=objective,
+                                  timeout=timeout)
             study = optuna.load_study(study_name=study_name, storage=open_storage(storage))
         else:
             study = run_search_study(params, model=model, trials=trials, study_name=study_name,
                                      storage=storage, seed=seed, workers=workers, tracker=tracker,
-                                     objective=objective)
+                                     objective=objective, timeout=timeout)
     except KeyboardInterrupt:
         tracker.interrupted()
         raise

@@ -128,10 +128,13 @@ def open_study(study_name: str, storage: str, *, sampler=None, pruner=None, firs
 
 def run_search_study(params: Params, *, model: str | None, trials: int, study_name: str, storage: str,
                      seed: int = 0, workers: int | None = None, tracker=None, objective: str = "search",
-                     progress: bool = True, sampler_seed: int | None = None) -> Any:
+                     progress: bool = True, sampler_seed: int | None = None,
+                     timeout: float | None = None) -> Any:
     """Run (or resume) a study; returns the optuna Study. ``objective``:
     ``search`` (``model`` under the sampled settings) or ``selfplay`` (a short
-    training run per trial, in a temporary directory).
+    training run per trial, in a temporary directory). ``timeout``: seconds
+    after which no further trial starts (the running one finishes), so
+    ``trials`` is then an upper bound.
 
     A trial that raises is recorded as failed (in Optuna and MLflow) and the
     study goes on.
@@ -239,8 +242,8 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
 
     try:
         with interrupts.installed():
-            study.optimize(evaluate_trial, n_trials=trials, catch=(Exception,), gc_after_trial=True,
-                           callbacks=[after_trial])
+            study.optimize(evaluate_trial, n_trials=trials, timeout=timeout, catch=(Exception,),
+                           gc_after_trial=True, callbacks=[after_trial])
     except KeyboardInterrupt:
         # an interrupt outside the objective (while Optuna stores a result, say) can leave our
         # trial RUNNING, which a resumed study would never finish: mark it failed
@@ -330,7 +333,8 @@ def check_shared_storage(storage: str, jobs: int) -> None:
 
 
 def parallel_search_study(params_file: str, *, model: str | None, trials: int, study_name: str,
-                          storage: str, seed: int, jobs: int, objective: str = "search") -> None:
+                          storage: str, seed: int, jobs: int, objective: str = "search",
+                          timeout: float | None = None) -> None:
     """Run ``jobs`` processes that share one study through ``storage`` (not
     SQLite); each runs its share of ``trials`` with cores/jobs match workers.
     On the Ray backend the jobs' games are Ray tasks on the cluster the parent
@@ -355,7 +359,7 @@ def parallel_search_study(params_file: str, *, model: str | None, trials: int, s
     try:
         # the same seed (openings, positions) for every job; its own sampler seed each
         futures = [ex.submit(_study_job, params_file, model, n, study_name, storage, seed, seed + i,
-                             per_job, objective, backend)
+                             per_job, objective, backend, timeout)
                    for i, n in enumerate(shares) if n]
         for f in futures:
             f.result()
@@ -372,7 +376,8 @@ def parallel_search_study(params_file: str, *, model: str | None, trials: int, s
 
 
 def _study_job(params_file: str, model: str | None, trials: int, study_name: str, storage: str,
-               seed: int, sampler_seed: int, workers: int, objective: str, backend=None) -> None:
+               seed: int, sampler_seed: int, workers: int, objective: str, backend=None,
+               timeout: float | None = None) -> None:
     from zeroloop.pipeline.params import load_params
     from zeroloop.pipeline.runtime.backend import use_backend
     from zeroloop.pipeline.runtime.process import setup_process
@@ -385,4 +390,4 @@ def _study_job(params_file: str, model: str | None, trials: int, study_name: str
     tracker = StudyTracker.open(params, study_name, storage, {"objective": objective})
     run_search_study(params, model=model, trials=trials, study_name=study_name, storage=storage,
                      seed=seed, workers=workers, tracker=tracker, objective=objective, progress=False,
-                     sampler_seed=sampler_seed)
+                     sampler_seed=sampler_seed, timeout=timeout)
