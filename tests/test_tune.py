@@ -134,7 +134,8 @@ def test_parallel_jobs_share_one_study_through_a_journal_file(setup, tmp_path):
                                    storage=f"sqlite:///{tmp_path / 'x.db'}", seed=0, jobs=2)
 
 
-def test_selfplay_objective_trains_per_trial_and_reports_each_generation(tmp_path, mlflow_db, monkeypatch):
+def test_selfplay_objective_trains_per_trial_and_reports_each_generation(tmp_path, mlflow_db, monkeypatch,
+                                                                         capfd):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{mlflow_db}")
     params = parse_params({**TINY, "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
                            "mcts": {"simulations": 8}, "selfplay": {"shard_games": 4},
@@ -149,6 +150,8 @@ def test_selfplay_objective_trains_per_trial_and_reports_each_generation(tmp_pat
         assert t.value == t.intermediate_values[2]
     best = results.best_params_yaml(study, tmp_path / "best.yaml")
     assert set(best["params"]) == {"mcts.c_puct", "selfplay.temperature", "selfplay.temperature_moves"}
+    # each trial's training is quiet: no Lightning banner ("GPU available", its tips) per generation
+    assert "GPU available" not in capfd.readouterr().err
 
 
 def test_confirmation_replays_both_settings_on_the_same_fresh_openings(setup):

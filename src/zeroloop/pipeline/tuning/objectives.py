@@ -277,8 +277,9 @@ def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: s
     from zeroloop.pipeline.data.layout import Layout
     from zeroloop.pipeline.generation import gate_step, init_step, selfplay_step, train_step
     from zeroloop.pipeline.runtime.process import quiet_libraries
+    from zeroloop.pipeline.training import module  # noqa: F401 - Lightning, imported before quieting it
 
-    quiet_libraries()  # again: importing Lightning sets its logger back to INFO
+    quiet_libraries()  # again, now: importing Lightning sets its logger back to INFO
     p = trial_params(params, settings, seed, workers)
     layout = Layout(Path(workdir))
     default = TrialSettings(c_puct=params.mcts.c_puct, temperature=0.0, temperature_moves=0)
