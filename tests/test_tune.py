@@ -337,7 +337,35 @@ def test_solver_metric_scores_the_share_of_result_keeping_moves(tmp_path):
                                   progress=False)
     assert study.user_attrs["metric"] == "solver" and study.user_attrs["games_per_trial"] == 30
     assert study.trials[0].value == 1.0  # trial 0 is the greedy default
+    for t in study.trials:  # each position's result is kept, so trials pair position by position
+        assert len(t.user_attrs["correct"]) == 30 and t.user_attrs["correct"].count("1") / 30 == t.value
     assert results.best_params_yaml(study, tmp_path / "b.yaml")["metric"] == "solver"
+
+
+def test_best_params_pairs_the_best_trial_with_trial_0_position_by_position(tmp_path):
+    dist = {"c_puct": optuna.distributions.FloatDistribution(0.5, 4.0),
+            "temperature": optuna.distributions.FloatDistribution(0.0, 1.5),
+            "temperature_moves": optuna.distributions.IntDistribution(0, 30)}
+    default = "1" * 10 + "0" * 10  # right on 10 of 20 positions
+    best = "0" + "1" * 17 + "0" * 2  # 18 right: 8 the default got wrong, 1 it got right lost
+    study = optuna.create_study(direction="maximize")
+    for value, correct, attrs in ((0.5, default, {"default": True}), (0.85, best, {})):
+        study.add_trial(optuna.trial.create_trial(
+            params={"c_puct": 1.25, "temperature": 0.0, "temperature_moves": 0}, distributions=dist,
+            value=value, user_attrs={"correct": correct, **attrs}))
+    study.set_user_attr("metric", "validation")
+    study.set_user_attr("games_per_trial", 20)
+    paired = results.best_params_yaml(study, tmp_path / "b.yaml")["paired"]
+    assert paired["positions"] == 20 and paired["gain"] == 0.35
+    assert paired["only_best_right"] == 8 and paired["only_default_right"] == 1
+    assert paired["gain_ci95"][0] < 0.35 < paired["gain_ci95"][1]
+    assert paired["mcnemar_p"] == round(2 * (1 + 9) / 2 ** 9, 4)  # 1 of 9 discordant, two-sided
+    # a trial without per-position results (metric match) gets no paired comparison
+    study2 = optuna.create_study(direction="maximize")
+    study2.add_trial(optuna.trial.create_trial(params={"c_puct": 1.25, "temperature": 0.0,
+                                                       "temperature_moves": 0}, distributions=dist,
+                                               value=0.5, user_attrs={"default": True}))
+    assert "paired" not in results.best_params_yaml(study2, tmp_path / "c.yaml")
 
 
 def test_solver_metric_needs_a_solver_for_the_game(tmp_path):

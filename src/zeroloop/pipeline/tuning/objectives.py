@@ -257,17 +257,31 @@ def solver_correct(params: Params, model: str, settings: TrialSettings, position
 
 
 def model_score(params: Params, model: str, settings: TrialSettings, *, seed: int, report=None,
-                workers: int | None = None, positions=None) -> float:
+                workers: int | None = None, positions=None, keep=None) -> float:
     """``tune.metric``: the match score against the reference, or the share
-    of solver-labelled positions where the searched move keeps the result."""
+    of solver-labelled positions where the searched move keeps the result;
+    then ``keep`` (if given) gets the per-position booleans, which pair two
+    trials position by position (:func:`encode_correct`)."""
     if params.tune.metric in ("solver", "validation"):
         positions = positions if positions is not None else metric_positions(params, seed)
-        return float(solver_correct(params, model, settings, positions, seed=seed, report=report).mean())
+        correct = solver_correct(params, model, settings, positions, seed=seed, report=report)
+        if keep is not None:
+            keep(correct)
+        return float(correct.mean())
     return search_objective_score(params, model, settings, seed=seed, report=report, workers=workers)
 
 
+def encode_correct(correct) -> str:
+    """Per-position booleans as a string of 0s and 1s (an Optuna user attribute)."""
+    return "".join("1" if c else "0" for c in correct)
+
+
+def decode_correct(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode(), np.uint8) == ord("1")
+
+
 def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: str | Path, *, seed: int,
-                             report=None, workers: int | None = None) -> float:
+                             report=None, workers: int | None = None, keep=None) -> float:
     """Train a fresh network for ``tune.selfplay_generations`` generations of
     ``tune.selfplay_games`` games with the sampled self-play settings, by the
     pipeline's own generation steps (init, self-play, train, gate) under
@@ -292,7 +306,7 @@ def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: s
         train_step(p, layout, gen, prev, progress=False)
         gate_step(p, layout, gen, prev, progress=False)
         score = model_score(params, str(layout.model(gen)), default, seed=seed, workers=workers,
-                            positions=positions)
+                            positions=positions, keep=keep)
         if report is not None:
             report(score, gen, score)
     return score

@@ -63,6 +63,26 @@ def _paired_gain(best: np.ndarray, default: np.ndarray, unit: str, seed: int, co
             "gain": round(gain, 4), "gain_ci95": [round(gain - half, 4), round(gain + half, 4)]}
 
 
+def paired_gain(default, best) -> dict[str, Any] | None:
+    """Metric solver / validation: the best trial against trial 0 on the same
+    positions, position by position (both trials' per-position results, as
+    the study stored them): the gain in the share of result-keeping moves
+    with its paired 95% interval, the positions only one of them got right,
+    and McNemar's exact p. None when either trial has no such record."""
+    from zeroloop.engine.positions import paired_errors
+    from zeroloop.pipeline.tuning.objectives import decode_correct
+
+    a, b = default.user_attrs.get("correct"), best.user_attrs.get("correct")
+    if not a or not b or len(a) != len(b):
+        return None
+    e = paired_errors(~decode_correct(a), ~decode_correct(b))  # mistakes: default first, best second
+    low, high = e["difference_ci95"]
+    return {"positions": e["positions"], "gain": float(round(-e["difference"], 4)) + 0.0,
+            "gain_ci95": [float(-high) + 0.0, float(-low) + 0.0],  # + 0.0: no -0.0 in the file
+            "only_default_right": e["only_second"], "only_best_right": e["only_first"],
+            "mcnemar_p": float(e["mcnemar_p"])}
+
+
 def best_params_yaml(study, path: str | Path, confirmed: dict[str, Any] | None = None) -> dict:
     """Write the best trial's settings as params.yaml keys, with the command to
     apply them, the gain over the default settings (trial 0) on the study's
@@ -100,6 +120,9 @@ def best_params_yaml(study, path: str | Path, confirmed: dict[str, Any] | None =
         if n:
             se = math.sqrt((best.value * (1 - best.value) + d * (1 - d)) / n)
             data["gain_ci95"] = [round(gain - 1.96 * se, 4), round(gain + 1.96 * se, 4)]
+        paired = paired_gain(defaults[0], best)
+        if paired:
+            data["paired"] = paired
     if confirmed:
         data["confirmed"] = confirmed
     atomic_write_bytes(path, yaml.safe_dump(data, sort_keys=False).encode())

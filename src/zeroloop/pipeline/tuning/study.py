@@ -14,6 +14,7 @@ from typing import Any
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.tuning.objectives import (
     default_settings,
+    encode_correct,
     metric_positions,
     model_score,
     selfplay_objective_score,
@@ -188,6 +189,9 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
             if trial.should_prune():
                 raise optuna.TrialPruned()
 
+        def keep(correct) -> None:  # metric solver / validation: pairs trials position by position
+            trial.set_user_attr("correct", encode_correct(correct))
+
         try:
             with interrupts.live():  # Ctrl-C stops the games at once, not the bookkeeping around them
                 if objective == "selfplay":
@@ -195,10 +199,10 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
 
                     with tempfile.TemporaryDirectory(prefix=f"zeroloop-trial{trial.number}-") as tmp:
                         score = selfplay_objective_score(params, settings, tmp, seed=seed, report=report,
-                                                         workers=workers)
+                                                         workers=workers, keep=keep)
                 else:
                     score = model_score(params, model, settings, seed=seed, report=report,
-                                        workers=workers, positions=positions)
+                                        workers=workers, positions=positions, keep=keep)
         except optuna.TrialPruned:
             if run is not None:
                 run.end("PRUNED")
