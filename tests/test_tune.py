@@ -524,3 +524,25 @@ def test_tune_command_refuses_a_timeout_that_is_not_positive(tmp_path):
                          text=True, timeout=120)
     assert out.returncode == 2
     assert "--timeout must be a positive number of seconds, not 0" in out.stderr
+
+
+def test_a_selfplay_trial_that_trained_every_generation_is_never_pruned(tmp_path, mlflow_db, monkeypatch):
+    """The pruner may stop a trial between generations, not after its last
+    one: by then the budget is spent and the score is the trial's result."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{mlflow_db}")
+    monkeypatch.setattr(optuna.trial.Trial, "should_prune", lambda self: True)  # a pruner that prunes all
+    params = parse_params({**TINY, "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
+                           "mcts": {"simulations": 8}, "selfplay": {"shard_games": 4},
+                           "train": {"epochs": 1, "batch_size": 16},
+                           "tune": {**TINY["tune"], "pruner": "median", "selfplay_generations": 2,
+                                    "selfplay_games": 4}})
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+    study = tstudy.run_search_study(params, model=None, trials=1, study_name="p", storage=storage, workers=1,
+                                    objective="selfplay", progress=False)
+    assert study.trials[0].state == optuna.trial.TrialState.PRUNED  # stopped after generation 1 of 2
+    assert sorted(study.trials[0].intermediate_values) == [1]
+    one = params.model_copy(update={"tune": params.tune.model_copy(update={"selfplay_generations": 1})})
+    study = tstudy.run_search_study(one, model=None, trials=1, study_name="q", storage=storage, workers=1,
+                                    objective="selfplay", progress=False)
+    assert study.trials[0].state == optuna.trial.TrialState.COMPLETE  # its one generation was its last
+    assert study.trials[0].value == study.trials[0].intermediate_values[1]

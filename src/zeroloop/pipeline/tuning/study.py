@@ -186,7 +186,10 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
             trial.report(step_value if params.tune.pruner == "wilcoxon" else value, step)
             if run is not None:
                 run.log({"score": value, "round_score": step_value}, step)
-            if trial.should_prune():
+            # a selfplay trial that has trained every generation has spent its budget: its score
+            # is final, and pruning it then would only throw the result away
+            last = objective == "selfplay" and step >= steps
+            if not last and trial.should_prune():
                 raise optuna.TrialPruned()
 
         def keep(correct) -> None:  # metric solver / validation: pairs trials position by position
