@@ -467,6 +467,9 @@ def test_selfplay_simulations_keep_the_search_budget(tmp_path, mlflow_db, monkey
     best = results.best_params_yaml(st, tmp_path / "best.yaml")
     sims = best["params"]["mcts.simulations"]
     assert best["params"]["selfplay.games"] == objectives.selfplay_games(40, sims, 8)
+    # the same search is not the same CPU: a changed game count comes with a note on training's cost
+    ratio = best["params"]["selfplay.games"] / 40
+    assert f"{ratio:.2g}x the positions to train on" in best["budget_note"]
 
 
 def test_hyperband_pruner_and_the_validation_metric(tmp_path, monkeypatch):

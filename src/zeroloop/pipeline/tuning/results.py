@@ -94,6 +94,7 @@ def best_params_yaml(study, path: str | Path, confirmed: dict[str, Any] | None =
     best = study.best_trial
     temp, moves = round(best.params["temperature"], 4), int(best.params["temperature_moves"])
     keys: dict[str, Any] = {"mcts.c_puct": round(best.params["c_puct"], 4)}
+    budget_note = None
     if study.user_attrs.get("objective") == "selfplay":  # the settings self-play ran with
         keys.update({"selfplay.temperature": temp, "selfplay.temperature_moves": moves})
         if "simulations" in best.params:  # the full run's games scaled as the trials' were
@@ -101,6 +102,15 @@ def best_params_yaml(study, path: str | Path, confirmed: dict[str, Any] | None =
             keys["mcts.simulations"] = sims
             keys["selfplay.games"] = selfplay_games(study.user_attrs["selfplay_games"], sims,
                                                     study.user_attrs["selfplay_simulations"])
+            games, current = keys["selfplay.games"], study.user_attrs["selfplay_games"]
+            ratio = games / current
+            if ratio != 1:  # equal search is not equal CPU: training scales with the games
+                budget_note = (
+                    f"selfplay.games {games} (not {current}) keeps "
+                    "games x simulations as the trials did, the same search a generation, but "
+                    f"{ratio:.2g}x the positions to train on, so training costs about {ratio:.2g}x the "
+                    "current run's: for a comparison at equal CPU, set selfplay.games from measured "
+                    "costs (docs/tuning.md, Studies run so far)")
         keys.update({f"mcts.{k}": round(best.params[k], 4) for k in ("dirichlet_alpha", "dirichlet_epsilon")
                      if k in best.params})
     else:  # the settings the model played its matches with
@@ -110,6 +120,8 @@ def best_params_yaml(study, path: str | Path, confirmed: dict[str, Any] | None =
     data = {"study": study.study_name, "metric": study.user_attrs.get("metric", "match"),
             "trial": best.number, "score": round(best.value, 4),
             "params": keys, "apply": command}
+    if budget_note:
+        data["budget_note"] = budget_note
     defaults = [t for t in study.trials if t.user_attrs.get("default") and t.value is not None]
     if defaults:
         # both scores come from the same number of games; normal approximation, unpaired (conservative)
