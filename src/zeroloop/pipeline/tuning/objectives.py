@@ -100,42 +100,42 @@ def trial_search(params: Params, settings: TrialSettings) -> SearchConfig:
     return replace(params.mcts.config(), simulations=params.tune.simulations, c_puct=settings.c_puct)
 
 
+def _current_settings(params: Params, objective: str) -> dict[str, tuple[str, str, float, Any]]:
+    """Per tuned dimension (a :class:`TrialSettings` field): the params.yaml
+    key it comes from, its range's name under ``tune:``, the value params.yaml
+    runs now and the range."""
+    space = params.tune
+    section = "selfplay" if objective == "selfplay" else "evaluate"
+    src = getattr(params, section)
+    current = {"c_puct": ("mcts.c_puct", "c_puct", params.mcts.c_puct, space.c_puct),
+               "temperature": (f"{section}.temperature", "temperature", src.temperature, space.temperature),
+               "temperature_moves": (f"{section}.temperature_moves", "temperature_moves",
+                                     src.temperature_moves, space.temperature_moves)}
+    for k in noise_dims(space, objective):
+        current[k] = (f"mcts.{k}", k, getattr(params.mcts, k), getattr(space, k))
+    if tunes_simulations(space, objective):
+        current["simulations"] = ("mcts.simulations", "selfplay_simulations", params.mcts.simulations,
+                                  space.selfplay_simulations)
+    return current
+
+
+def _clip(value, r):
+    return min(max(value, r.low), r.high)
+
+
 def default_settings(params: Params, objective: str) -> TrialSettings:
     """The settings params.yaml uses now, clipped into the search space."""
-    space = params.tune
-    src = params.selfplay if objective == "selfplay" else params.evaluate
-    clip = lambda v, r: min(max(v, r.low), r.high)  # noqa: E731
-    noise = {k: clip(getattr(params.mcts, k), getattr(space, k)) for k in noise_dims(space, objective)}
-    if tunes_simulations(space, objective):
-        noise["simulations"] = int(clip(params.mcts.simulations, space.selfplay_simulations))
-    return TrialSettings(c_puct=clip(params.mcts.c_puct, space.c_puct),
-                         temperature=clip(src.temperature, space.temperature),
-                         temperature_moves=int(clip(src.temperature_moves, space.temperature_moves)),
-                         **noise)
+    ints = ("temperature_moves", "simulations")
+    return TrialSettings(**{field: int(_clip(v, r)) if field in ints else _clip(v, r)
+                            for field, (_, _, v, r) in _current_settings(params, objective).items()})
 
 
 def clipped_defaults(params: Params, objective: str) -> list[str]:
     """The current settings that lie outside their ``tune:`` range, as
     ``key value -> clipped``: trial 0 then plays the clipped value, not what
     params.yaml runs, and a gain over it is not a gain over the defaults."""
-    space = params.tune
-    src, section = ((params.selfplay, "selfplay") if objective == "selfplay"
-                    else (params.evaluate, "evaluate"))
-    current = {"c_puct": ("mcts.c_puct", params.mcts.c_puct, space.c_puct),
-               "temperature": (f"{section}.temperature", src.temperature, space.temperature),
-               "temperature_moves": (f"{section}.temperature_moves", src.temperature_moves,
-                                     space.temperature_moves)}
-    for k in noise_dims(space, objective):
-        current[k] = (f"mcts.{k}", getattr(params.mcts, k), getattr(space, k))
-    if tunes_simulations(space, objective):
-        current["selfplay_simulations"] = ("mcts.simulations", params.mcts.simulations,
-                                           space.selfplay_simulations)
-    out = []
-    for name, (key, value, r) in current.items():
-        if not r.low <= value <= r.high:
-            out.append(f"{key} {value:g} is outside tune.{name} [{r.low:g}, {r.high:g}], "
-                       f"so trial 0 plays {min(max(value, r.low), r.high):g}")
-    return out
+    return [f"{key} {v:g} is outside tune.{name} [{r.low:g}, {r.high:g}], so trial 0 plays {_clip(v, r):g}"
+            for key, name, v, r in _current_settings(params, objective).values() if not r.low <= v <= r.high]
 
 
 def search_objective_score(params: Params, model: str, settings: TrialSettings, *, seed: int,
@@ -305,8 +305,9 @@ def selfplay_objective_score(params: Params, settings: TrialSettings, workdir: s
         selfplay_step(p, layout, gen, prev, progress=False)
         train_step(p, layout, gen, prev, progress=False)
         gate_step(p, layout, gen, prev, progress=False)
+        last = gen == p.last_generation  # only the final model's per-position results are kept
         score = model_score(params, str(layout.model(gen)), default, seed=seed, workers=workers,
-                            positions=positions, keep=keep)
+                            positions=positions, keep=keep if last else None)
         if report is not None:
             report(score, gen, score)
     return score

@@ -63,7 +63,7 @@ def _paired_gain(best: np.ndarray, default: np.ndarray, unit: str, seed: int, co
             "gain": round(gain, 4), "gain_ci95": [round(gain - half, 4), round(gain + half, 4)]}
 
 
-def paired_gain(default, best) -> dict[str, Any] | None:
+def paired_positions(default, best) -> dict[str, Any] | None:
     """Metric solver / validation: the best trial against trial 0 on the same
     positions, position by position (both trials' per-position results, as
     the study stored them): the gain in the share of result-keeping moves
@@ -132,7 +132,7 @@ def best_params_yaml(study, path: str | Path, confirmed: dict[str, Any] | None =
         if n:
             se = math.sqrt((best.value * (1 - best.value) + d * (1 - d)) / n)
             data["gain_ci95"] = [round(gain - 1.96 * se, 4), round(gain + 1.96 * se, 4)]
-        paired = paired_gain(defaults[0], best)
+        paired = paired_positions(defaults[0], best)
         if paired:
             data["paired"] = paired
     if confirmed:
