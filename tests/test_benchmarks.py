@@ -2,6 +2,7 @@
 change that breaks one fails the suite (they measure nothing here: speed
 lives in the benchmarks themselves, not in tests)."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -54,6 +55,53 @@ SMOKE = {
 
 def test_every_benchmark_has_a_smoke_test():
     assert sorted(p.name for p in BENCHMARKS.glob("*.py")) == sorted(SMOKE)
+    assert sorted(p.name for p in BENCHMARKS.glob("*.sh")) == ["gpu_check.sh", "gpu_wheels.sh"]
+
+
+def _gpu_check(tmp_path, env):
+    return subprocess.run(["bash", str(BENCHMARKS / "gpu_check.sh"), str(tmp_path / "out")],
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def test_gpu_check_prepares_its_run_on_the_cpu(tmp_path):
+    """benchmarks/gpu_check.sh, the GPU checks prepared for a lent machine, with
+    its cheap steps on the CPU: it names the machine and makes the scratch
+    repository whose params.yaml (device, workers, games, generations) loads."""
+    import yaml
+
+    env = {**os.environ, "GPU_CHECK_STEPS": "machine params", "GPU_CHECK_DEVICE": "cpu",
+           "GPU_CHECK_GAMES": "7", "GPU_CHECK_GENERATIONS": "3", "PYTHON": sys.executable,
+           "TMPDIR": str(tmp_path), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    out = _gpu_check(tmp_path, env)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    for line in ("== machine", "machine: network", "params.yaml: runtime", "== all passed"):
+        assert line in out.stdout, f"no {line!r} in\n{out.stdout}"
+    assert (tmp_path / "out" / "gpu_check.log").read_text() == out.stdout
+    (run,) = tmp_path.glob("gpu_check_run.*")
+    p = yaml.safe_load((run / "params.yaml").read_text())
+    assert (p["runtime"]["device"], p["runtime"]["workers"], p["selfplay"]["games"]) == ("cpu", 4, 7)
+    assert list(p["generations"]) == ["1", "2", "3"]
+    head = subprocess.run(["git", "-C", str(run), "log", "--format=%s"], capture_output=True, text=True)
+    assert head.stdout.strip() == "gpu check"
+    assert (run / "dvc.yaml").is_file() and not (run / ".venv").exists()
+
+
+def test_gpu_check_refuses_a_wrong_params_key(tmp_path):
+    """A step that fails says so, and the check as a whole fails."""
+    env = {**os.environ, "GPU_CHECK_STEPS": "params", "GPU_CHECK_DEVICE": "tpu", "PYTHON": sys.executable,
+           "TMPDIR": str(tmp_path)}
+    out = _gpu_check(tmp_path, env)
+    assert out.returncode != 0
+    assert "tpu" in out.stdout + out.stderr
+
+
+def test_gpu_wheels_help():
+    out = subprocess.run(["bash", str(BENCHMARKS / "gpu_wheels.sh"), "--help"], capture_output=True,
+                         text=True)
+    assert out.returncode == 0 and "--python" in out.stdout
+    bad = subprocess.run(["bash", str(BENCHMARKS / "gpu_wheels.sh"), "--pyhton", "3.12"], capture_output=True,
+                         text=True)
+    assert bad.returncode == 2 and "unknown option --pyhton" in bad.stdout
 
 
 @pytest.mark.parametrize("script", sorted(SMOKE))

@@ -50,6 +50,13 @@ def test_bad_params_name_the_key_and_what_is_allowed(data, expected):
     msg = str(err.value)
     assert expected in msg
     assert msg.startswith("params.yaml: ") and "\n" not in msg
+    assert msg.count("got ") <= 1 + msg.count("; "), "a value named twice"
+
+
+def test_a_value_the_validator_names_is_not_named_again():
+    with pytest.raises(ParamsError) as err:
+        parse_params({"runtime": {"device": "tpu"}})
+    assert str(err.value) == "params.yaml: runtime.device: must be auto, cpu or cuda[:N], got 'tpu'"
 
 
 def test_load_params_reports_file_problems(tmp_path):

@@ -42,7 +42,8 @@ def _describe(err: dict, source: str) -> str:
     if err["type"] in ("missing",):
         return f"{source}: {key}: required key is missing"
     value = err.get("input")
-    shown = "" if isinstance(value, dict) else f" (got {value!r})"
+    # a validator's own message may already name the value
+    shown = "" if isinstance(value, dict) or f"got {value!r}" in msg else f" (got {value!r})"
     return f"{source}: {key}: {msg}{shown}" if key else f"{source}: {msg}"
 
 
