@@ -105,6 +105,8 @@ PY
 fi
 
 if has repro; then
+  # DVC's stages run `python -m ...`: make that this interpreter, whatever else is on PATH
+  mkdir -p "$RUN/.bin" && ln -sf "$(command -v "$PY")" "$RUN/.bin/python" && export PATH=$RUN/.bin:$PATH
   start=$(date +%s)
   dvc repro || failed="$failed repro"
   say "dvc repro took $(( $(date +%s) - start )) s"
