@@ -68,9 +68,10 @@ if has tests; then
 fi
 
 if has bench; then
-  for args in "--eval-batch 32 --in-flight 128" "--eval-batch 512 --in-flight 1024"; do
+  # the pipeline's batch, then a GPU-sized one (docs/speed.md measured both on the H100 of 2026-11-24)
+  for args in "--eval-batch 32 --in-flight 128 --games 128" "--eval-batch 512 --in-flight 1024 --games 256"; do
     say "self-play benchmark on $DEVICE: $args"
-    $PY benchmarks/selfplay_throughput.py --device "$DEVICE" --precision auto --workers "$WORKERS" --games 64 $args \
+    $PY benchmarks/selfplay_throughput.py --device "$DEVICE" --precision auto --workers "$WORKERS" $args \
       || failed="$failed bench"
   done
 fi
@@ -105,8 +106,10 @@ PY
 fi
 
 if has repro; then
-  # DVC's stages run `python -m ...`: make that this interpreter, whatever else is on PATH
-  mkdir -p "$RUN/.bin" && ln -sf "$(command -v "$PY")" "$RUN/.bin/python" && export PATH=$RUN/.bin:$PATH
+  # DVC's stages run `python -m zeroloop...`: make that this interpreter (a wrapper, not a link, so a
+  # virtual environment stays itself), on the scratch repository's own source
+  mkdir -p "$RUN/.bin" && printf '#!/bin/bash\nexec %q "$@"\n' "$(command -v "$PY")" > "$RUN/.bin/python" \
+    && chmod +x "$RUN/.bin/python" && export PATH=$RUN/.bin:$PATH PYTHONPATH=$RUN/src${PYTHONPATH:+:$PYTHONPATH}
   start=$(date +%s)
   dvc repro || failed="$failed repro"
   say "dvc repro took $(( $(date +%s) - start )) s"
