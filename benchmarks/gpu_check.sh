@@ -5,8 +5,8 @@
 #   2. the CUDA tests (tests/test_inference.py: CUDA answers as the CPU through pinned buffers);
 #   3. `make bench`'s self-play benchmark on CUDA: the pipeline's batch (32) and a GPU-sized one (512),
 #      and training throughput (raw loop and Lightning's fit) on CUDA;
-#   4. a short pipeline, `dvc repro` with `runtime.device: cuda` (2 generations of Connect Four,
-#      the default net, 300 games a generation) in a scratch copy of the checkout, with its
+#   4. a short pipeline, `dvc repro` with `runtime.device: cuda` (1 generation of Connect Four,
+#      the default net, 200 games) in a scratch copy of the checkout, with its
 #      stage times and results.
 #
 #   bash benchmarks/gpu_check.sh [OUTDIR]        # OUTDIR: where the log and results go ($OUT, else /tmp/gpu_check)
@@ -14,7 +14,8 @@
 # Environment: GPU_CHECK_STEPS (default "machine tests bench train repro": any of them, in that order;
 # "params" alone only prepares and validates the scratch repository, as the suite's smoke test does),
 # GPU_CHECK_DEVICE (default cuda; cpu runs the same steps here, for the suite's smoke test),
-# GPU_CHECK_GAMES (300), GPU_CHECK_GENERATIONS (2), GPU_CHECK_WORKERS (4).
+# GPU_CHECK_GAMES (200), GPU_CHECK_GENERATIONS (1), GPU_CHECK_WORKERS (4). Sized to end within a few
+# minutes of a 15-minute device loan, with time to run it again.
 #
 # A machine without MLflow, DVC or Optuna (a lent GPU machine with no network): carry a folder .whl/ of
 # wheels for its Python (benchmarks/gpu_wheels.sh makes it) and this script installs them first, into
@@ -24,8 +25,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUTDIR=${1:-${OUT:-/tmp/gpu_check}}
 STEPS=${GPU_CHECK_STEPS:-machine tests bench train repro}
 DEVICE=${GPU_CHECK_DEVICE:-cuda}
-GAMES=${GPU_CHECK_GAMES:-300}
-GENS=${GPU_CHECK_GENERATIONS:-2}
+GAMES=${GPU_CHECK_GAMES:-200}
+GENS=${GPU_CHECK_GENERATIONS:-1}
 WORKERS=${GPU_CHECK_WORKERS:-4}
 PY=${PYTHON:-python3}
 case $PY in /*) ;; */*) PY=$PWD/$PY ;; esac  # a relative path still works after the cd below
@@ -69,7 +70,7 @@ fi
 
 if has bench; then
   # the pipeline's batch, then a GPU-sized one (docs/speed.md measured both on the H100 of 2026-11-24)
-  for args in "--eval-batch 32 --in-flight 128 --games 128" "--eval-batch 512 --in-flight 1024 --games 256"; do
+  for args in "--eval-batch 32 --in-flight 128 --games 64" "--eval-batch 512 --in-flight 1024 --games 128"; do
     say "self-play benchmark on $DEVICE: $args"
     $PY benchmarks/selfplay_throughput.py --device "$DEVICE" --precision auto --workers "$WORKERS" $args \
       || failed="$failed bench"
