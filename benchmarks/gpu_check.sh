@@ -30,7 +30,7 @@ GENS=${GPU_CHECK_GENERATIONS:-1}
 WORKERS=${GPU_CHECK_WORKERS:-4}
 PY=${PYTHON:-python3}
 case $PY in /*) ;; */*) PY=$PWD/$PY ;; esac  # a relative path still works after the cd below
-mkdir -p "$OUTDIR"
+mkdir -p "$OUTDIR" && OUTDIR=$(cd "$OUTDIR" && pwd)  # results are copied there from the scratch repository
 LOG="$OUTDIR/gpu_check.log"
 exec > >(tee -a "$LOG") 2>&1
 say() { echo "== $* ($(date -u +%T))"; }
