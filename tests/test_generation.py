@@ -156,6 +156,40 @@ def test_the_window_grows_and_the_learning_rate_falls_across_generations(tmp_pat
     assert again.model(5, "candidate").read_bytes() != layout.model(5, "candidate").read_bytes()
 
 
+def test_the_value_target_weight_follows_its_schedule_into_the_loss(tmp_path):
+    """train.value_q_weight_end: generation 1 at value_q_weight, generation
+    value_q_weight_until and later at the end weight, linear between; the
+    scheduled weight is the one the loss uses."""
+    gens = {str(g): {"prev": g - 1} for g in range(1, 6)}
+    train = {"epochs": 1, "batch_size": 8, "value_q_weight": 0.8, "value_q_weight_end": 0.2,
+             "value_q_weight_until": 4}
+    p = _params(train=train, generations=gens)
+    layout = Layout(tmp_path)
+    init_step(p, layout)
+    weights = []
+    for gen in range(1, 6):
+        selfplay_step(p, layout, gen, gen - 1, progress=False)
+        weights.append(train_step(p, layout, gen, gen - 1, progress=False)["value_q_weight"])
+        layout.model(gen).write_bytes(layout.model(gen, "candidate").read_bytes())  # as if accepted
+    assert weights == pytest.approx([0.8, 0.6, 0.4, 0.2, 0.2])
+    scheduled = layout.model(5, "candidate").read_bytes()
+
+    def retrain(**changes):
+        again = Layout(tmp_path / "again")
+        for g in range(5):
+            again.model(g).parent.mkdir(parents=True, exist_ok=True)
+            again.model(g).write_bytes(layout.model(g).read_bytes())
+        shutil.copytree(layout.root / "data", again.root / "data", dirs_exist_ok=True)
+        train_step(_params(train=dict(train, **changes), generations=gens), again, 5, 4, progress=False)
+        return again.model(5, "candidate").read_bytes()
+
+    assert retrain(value_q_weight=0.2, value_q_weight_end=None) == scheduled
+    assert retrain(value_q_weight_end=None) != scheduled  # 0.8 throughout trains another net
+    # by move number: a late weight equal to the generation's changes nothing; another one reaches the loss
+    assert retrain(value_q_weight_late=0.2, value_q_weight_ply=3) == scheduled
+    assert retrain(value_q_weight_late=0.9, value_q_weight_ply=3) != scheduled
+
+
 def test_a_window_that_starts_above_its_cap_is_refused():
     from zeroloop.pipeline.params import ParamsError
 

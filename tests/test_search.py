@@ -286,6 +286,9 @@ def test_training_reads_only_the_full_searches(tmp_path):
     data = load_replay(game, [path])
     assert len(data) == int(arrays["full"].sum()) < len(arrays["z"])
     np.testing.assert_array_equal(data.z, arrays["z"][arrays["full"]].astype(np.float32))
+    # each kept position's ply: the moves before it in its game
+    plies = np.concatenate([np.arange(len(r.actions)) for r in recs])[arrays["full"]]
+    np.testing.assert_array_equal(data.ply, plies.astype(np.float32))
 
 
 # ---------------------------------------------------------------- Gumbel AlphaZero

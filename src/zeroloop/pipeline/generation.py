@@ -177,7 +177,8 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
                meta={"generation": gen, "origin": gen, "trained_from": meta.get("origin", prev)})
     summary = {"generation": gen, "samples": len(data), "positions_played": occurrences,
                "trained_from": meta.get("origin", prev),
-               "window": [e["generation"] for e in entries], "lr": cfg.lr, "wall_s": round(wall, 1)}
+               "window": [e["generation"] for e in entries], "lr": cfg.lr,
+               "value_q_weight": cfg.value_q_weight, "wall_s": round(wall, 1)}
     summary.update({k.replace("_epoch", "").replace("/", "_"): round(v, 5) for k, v in losses.items()})
     summary.update(process_clock())
     write_json(layout.report(gen, "train"), summary)

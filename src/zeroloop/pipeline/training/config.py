@@ -48,6 +48,21 @@ class TrainConfig:
         from the side to move). 0: AlphaZero's z; 1: q alone; in between
         averages the noise of a single game's result with the search's estimate
         (Oracle's Connect Four series; KataGo uses related short-term targets).
+    value_q_weight_end, value_q_weight_until: a schedule of that weight across
+        generations. ``value_q_weight_end`` null (off): every generation uses
+        ``value_q_weight``. Set: generation 1 uses ``value_q_weight``, generation
+        ``value_q_weight_until`` and later use ``value_q_weight_end``, and the
+        generations between move linearly from one to the other (for example
+        0.8 to 0.2: lean on the search's value while the games are weak and
+        their results noisy, on the results once the play is good).
+    value_q_weight_late, value_q_weight_ply: the weight by move number.
+        ``value_q_weight_late`` null (off): every position of a generation
+        uses that generation's weight. Set: a position after ``p`` moves
+        uses ``w + (value_q_weight_late - w) * min(1, p / value_q_weight_ply)``,
+        ``w`` the generation's weight (round 11, docs/strength.md: a higher
+        weight helped the end positions' raw policy and hurt begin-hard's
+        search, so late positions could take more of the search's value,
+        nearly exact near the end, than early ones).
     dedup: train on each distinct position of the window once, with its
         policy, result and search-value targets averaged over its occurrences
         (the Oracle Connect Four series); false: every occurrence is a sample.
@@ -90,6 +105,10 @@ class TrainConfig:
     weight_decay: Annotated[float, at.Interval(ge=0, le=1)] = 0.0
     decay_norm_and_bias: bool = True
     value_q_weight: Annotated[float, at.Interval(ge=0, le=1)] = 0.0
+    value_q_weight_end: Annotated[float, at.Interval(ge=0, le=1)] | None = None
+    value_q_weight_until: Annotated[int, at.Interval(ge=2, le=100000)] = 6
+    value_q_weight_late: Annotated[float, at.Interval(ge=0, le=1)] | None = None
+    value_q_weight_ply: Annotated[int, at.Interval(ge=1, le=100000)] = 30
     dedup: bool = False
     augment: bool = True
     start_from: Literal["best", "candidate"] = "best"
@@ -112,9 +131,21 @@ class TrainConfig:
             return self.replay_generations
         return min(self.replay_generations, self.replay_start + (gen - 1) // self.replay_grow_every)
 
+    def q_weight_at(self, gen: int) -> float:
+        """Generation ``gen``'s value-target weight on the search value, after
+        the ``value_q_weight_end`` schedule."""
+        if self.value_q_weight_end is None:
+            return self.value_q_weight
+        t = min(1.0, max(0, gen - 1) / (self.value_q_weight_until - 1))
+        return self.value_q_weight + (self.value_q_weight_end - self.value_q_weight) * t
+
     def for_generation(self, gen: int) -> TrainConfig:
         """The settings generation ``gen`` trains with: its learning rate
-        after ``lr_generation_decay``."""
-        if self.lr_generation_decay == 1.0:
-            return self
-        return replace(self, lr=self.lr * self.lr_generation_decay ** (gen - 1))
+        after ``lr_generation_decay``, its value-target weight after the
+        ``value_q_weight_end`` schedule."""
+        changes = {}
+        if self.lr_generation_decay != 1.0:
+            changes["lr"] = self.lr * self.lr_generation_decay ** (gen - 1)
+        if self.value_q_weight_end is not None:
+            changes["value_q_weight"] = self.q_weight_at(gen)
+        return replace(self, **changes) if changes else self

@@ -81,7 +81,7 @@ class ReplayDataModule(pl.LightningDataModule):
     """Shuffled batches of the replay window with a held-out validation part."""
 
     def __init__(self, data: ReplayData, *, batch_size: int, val_fraction: float, seed: int,
-                 q_weight: float = 0.0) -> None:
+                 q_weight: float = 0.0, q_weight_late: float | None = None, q_weight_ply: int = 1) -> None:
         super().__init__()
         n = len(data)
         g = np.random.default_rng(seed)
@@ -89,7 +89,7 @@ class ReplayDataModule(pl.LightningDataModule):
         n_val = int(round(n * val_fraction)) if n > 10 else 0
         self.val_idx, self.train_idx = order[:n_val], order[n_val:]
         self.data, self.batch_size, self.seed = data, batch_size, seed
-        self.value = data.value_target(q_weight)
+        self.value = data.value_target(q_weight, q_weight_late, q_weight_ply)
 
     def _dataset(self, idx: np.ndarray) -> TensorDataset:
         d = self.data
@@ -203,7 +203,8 @@ def fit_network(net: PolicyValueNet, game: Game, data: ReplayData, optim: TrainC
     net.train()  # Lightning keeps the modes it finds; BatchNorm must train
     module = AlphaZeroModule(net, game, optim, seed=seed)
     dm = ReplayDataModule(data, batch_size=optim.batch_size, val_fraction=optim.val_fraction, seed=seed,
-                          q_weight=optim.value_q_weight)
+                          q_weight=optim.value_q_weight, q_weight_late=optim.value_q_weight_late,
+                          q_weight_ply=optim.value_q_weight_ply)
     if optim.channels_last:
         net.to(memory_format=torch.channels_last)
     accelerator, devices = lightning_device(device)

@@ -18,12 +18,14 @@ from zeroloop.pipeline.data.storage import DamagedFileError, load_shard
 class ReplayData:
     """planes ``[N, 4, H, W]`` float32, policy ``[N, A]`` float32 (rows sum
     to 1), z ``[N]`` float32 results and q ``[N]`` float32 root search values,
-    both from the side to move."""
+    both from the side to move; ply ``[N]`` float32, the moves played before
+    the position in its game (None where unknown)."""
 
     planes: np.ndarray
     policy: np.ndarray
     z: np.ndarray
     q: np.ndarray
+    ply: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.z)
@@ -49,18 +51,27 @@ class ReplayData:
             np.add.at(total, row, x)
             return (total / counts[order].reshape((-1,) + (1,) * (x.ndim - 1))).astype(np.float32)
 
-        return ReplayData(self.planes[first[order]], mean(self.policy), mean(self.z), mean(self.q))
+        return ReplayData(self.planes[first[order]], mean(self.policy), mean(self.z), mean(self.q),
+                          None if self.ply is None else mean(self.ply))
 
-    def value_target(self, q_weight: float) -> np.ndarray:
-        """``(1 - q_weight) z + q_weight q``, float32."""
-        if q_weight == 0.0:
-            return self.z
-        return ((1.0 - q_weight) * self.z + q_weight * self.q).astype(np.float32)
+    def value_target(self, q_weight: float, late_weight: float | None = None, late_ply: int = 1
+                     ) -> np.ndarray:
+        """``(1 - w) z + w q``, float32: ``w = q_weight``, or with ``late_weight``
+        moving linearly from ``q_weight`` at ply 0 to ``late_weight`` at
+        ``late_ply`` and later."""
+        if late_weight is None:
+            if q_weight == 0.0:
+                return self.z
+            return ((1.0 - q_weight) * self.z + q_weight * self.q).astype(np.float32)
+        if self.ply is None:
+            raise ValueError("a value weight by move number needs each position's ply; these data lack it")
+        w = q_weight + (late_weight - q_weight) * np.clip(self.ply / late_ply, 0.0, 1.0)
+        return ((1.0 - w) * self.z + w * self.q).astype(np.float32)
 
 
 def load_replay(game: Game, shards: Sequence[str | Path]) -> ReplayData:
     """Read and check shards (checksum, game); positions of all of them."""
-    planes, policy, z, q = [], [], [], []
+    planes, policy, z, q, ply = [], [], [], [], []
     for path in shards:
         arrays, meta = load_shard(path)
         made_for = meta.get("identity", {}).get("game")
@@ -73,9 +84,13 @@ def load_replay(game: Game, shards: Sequence[str | Path]) -> ReplayData:
         policy.append(p / np.maximum(p.sum(axis=1, keepdims=True), 1e-8))  # float16 rounding
         z.append(arrays["z"][keep].astype(np.float32))
         q.append(arrays["value"][keep].astype(np.float32))
+        lengths = arrays["lengths"].astype(np.int64)
+        ply.append(np.concatenate([np.arange(n, dtype=np.float32) for n in lengths])[keep]
+                   if len(lengths) else np.zeros(0, np.float32))
     if not planes:
         raise ValueError("the replay window holds no shards")
-    return ReplayData(np.concatenate(planes), np.concatenate(policy), np.concatenate(z), np.concatenate(q))
+    return ReplayData(np.concatenate(planes), np.concatenate(policy), np.concatenate(z), np.concatenate(q),
+                      np.concatenate(ply))
 
 
 class SymmetryAugment:
