@@ -62,10 +62,11 @@ class ReplayData:
         if late_weight is None:
             if q_weight == 0.0:
                 return self.z
-            return ((1.0 - q_weight) * self.z + q_weight * self.q).astype(np.float32)
-        if self.ply is None:
+            w = q_weight
+        elif self.ply is None:
             raise ValueError("a value weight by move number needs each position's ply; these data lack it")
-        w = q_weight + (late_weight - q_weight) * np.clip(self.ply / late_ply, 0.0, 1.0)
+        else:
+            w = q_weight + (late_weight - q_weight) * np.clip(self.ply / late_ply, 0.0, 1.0)
         return ((1.0 - w) * self.z + w * self.q).astype(np.float32)
 
 
@@ -84,9 +85,9 @@ def load_replay(game: Game, shards: Sequence[str | Path]) -> ReplayData:
         policy.append(p / np.maximum(p.sum(axis=1, keepdims=True), 1e-8))  # float16 rounding
         z.append(arrays["z"][keep].astype(np.float32))
         q.append(arrays["value"][keep].astype(np.float32))
-        lengths = arrays["lengths"].astype(np.int64)
-        ply.append(np.concatenate([np.arange(n, dtype=np.float32) for n in lengths])[keep]
-                   if len(lengths) else np.zeros(0, np.float32))
+        lengths = arrays["lengths"].astype(np.int64)  # a position's ply: its index within its game
+        starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
+        ply.append((np.arange(len(starts)) - starts).astype(np.float32)[keep])
     if not planes:
         raise ValueError("the replay window holds no shards")
     return ReplayData(np.concatenate(planes), np.concatenate(policy), np.concatenate(z), np.concatenate(q),
