@@ -22,7 +22,7 @@ CHAMPION = LAYOUT.champion
 REFERENCE_DIR = SHIPPED_DIR / "reference"
 #: ... compare with a run measured the same way: the validation set and the search budget
 REFERENCE_MEASURE = {"positions_per_group": 100, "positions_seed": 0, "simulations": 200}
-REFERENCE_LABEL = "default run (reference; Zen 4, 2 cores, int8)"
+REFERENCE_LABEL = "default run (reference; Zen 3, AVX2, 2 cores, int8)"
 #: the stages whose time counts as training (evaluation does not)
 TRAINING_STAGES = ("selfplay", "train", "gate")
 
