@@ -131,14 +131,6 @@ class TrainConfig:
             return self.replay_generations
         return min(self.replay_generations, self.replay_start + (gen - 1) // self.replay_grow_every)
 
-    def q_weight_at(self, gen: int) -> float:
-        """Generation ``gen``'s value-target weight on the search value, after
-        the ``value_q_weight_end`` schedule."""
-        if self.value_q_weight_end is None:
-            return self.value_q_weight
-        t = min(1.0, max(0, gen - 1) / (self.value_q_weight_until - 1))
-        return self.value_q_weight + (self.value_q_weight_end - self.value_q_weight) * t
-
     def for_generation(self, gen: int) -> TrainConfig:
         """The settings generation ``gen`` trains with: its learning rate
         after ``lr_generation_decay``, its value-target weight after the
@@ -147,5 +139,7 @@ class TrainConfig:
         if self.lr_generation_decay != 1.0:
             changes["lr"] = self.lr * self.lr_generation_decay ** (gen - 1)
         if self.value_q_weight_end is not None:
-            changes["value_q_weight"] = self.q_weight_at(gen)
+            w0, w1 = self.value_q_weight, self.value_q_weight_end
+            t = min(1.0, max(0, gen - 1) / (self.value_q_weight_until - 1))
+            changes["value_q_weight"] = w0 + (w1 - w0) * t
         return replace(self, **changes) if changes else self
