@@ -195,10 +195,20 @@ class MlflowServer:
             env.update(MLFLOW_AUTH_CONFIG_PATH=str(ini), MLFLOW_FLASK_SERVER_SECRET_KEY="test-secret",
                        MLFLOW_AUTH_ADMIN_USERNAME=auth[0], MLFLOW_AUTH_ADMIN_PASSWORD=auth[1])
             cmd += ["--app-name", "basic-auth"]
+        self.cmd, self.env = cmd, env
         self.log = open(self.workdir / f"mlflow-server-{self.port}.log", "w")  # noqa: SIM115
-        self.proc = subprocess.Popen(cmd, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True, cwd=self.workdir)
+        self.start()
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(self.cmd, env=self.env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     text=True, start_new_session=True, cwd=self.workdir)
         self.wait_ready()
+
+    def stop(self) -> None:
+        """The server and its workers killed; :meth:`start` brings it back on the same port."""
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
 
     def wait_ready(self, timeout: float = 180) -> None:
         deadline = time.time() + timeout
@@ -217,7 +227,5 @@ class MlflowServer:
             time.sleep(0.5)
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # the server and its workers
-            self.proc.wait(timeout=30)
+        self.stop()
         self.log.close()

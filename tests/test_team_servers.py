@@ -503,3 +503,85 @@ def test_check_tracking_reads_a_server_answer_as_the_client_would(tmp_path):
             else:
                 os.environ[k] = v
     assert json.dumps(tracking.HTTP_RETRIES)  # bounded defaults exist
+
+
+def test_trial_runs_ride_out_a_tracking_server_that_is_down_and_a_resumed_study_writes_the_lost_ones(
+        tmp_path, monkeypatch, capsys):
+    """The store refuses a trial's run while the trial plays: the trial goes on, its run is sent once the
+    store is back. A trial whose process went away before that gets its run from Optuna's record when
+    the study resumes, once."""
+    import optuna
+    from mlflow.tracking import MlflowClient
+    from optuna.distributions import FloatDistribution
+
+    from zeroloop.pipeline.params import Params
+    from zeroloop.pipeline.tuning.run import backfill_trial_runs
+    from zeroloop.pipeline.tuning.tracker import StudyTracker
+
+    server = MlflowServer(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "art", workdir=tmp_path)
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", server.url)
+        monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # a refusal at once, no backoff
+        storage = f"sqlite:///{tmp_path / 'optuna.db'}"
+        study = optuna.create_study(study_name="s", storage=storage, direction="maximize")
+        space = {"c_puct": FloatDistribution(0.5, 4.0)}
+        tracker = StudyTracker.open(Params(), "s", storage, {})
+
+        t0 = study.ask(space)
+        run0 = tracker.trial_run(t0.number, t0.params)  # created; then the server goes down
+        server.stop()
+        run0.log({"score": 0.25}, 0)
+        t1 = study.ask(space)
+        run1 = tracker.trial_run(t1.number, t1.params)  # refused from the start
+        run1.log({"score": 0.5}, 0)
+        run1.end("COMPLETE")
+        study.tell(t1, 0.5)
+        assert run1.failure and tracker.unsent == [run1]
+        assert "trial 1's run is kept" in capsys.readouterr().err
+        server.start()
+        run0.log({"score": 0.75}, 1)
+        run0.end("PRUNED")
+        study.tell(t0, state=optuna.trial.TrialState.PRUNED)
+        assert tracker.flush() == []
+
+        # trial 2 starts and ends while the server is down, trial 3 ends then: their process is gone
+        # before the server is back
+        server.stop()
+        t2 = study.ask(space)
+        tracker.trial_run(t2.number, t2.params).end("COMPLETE")
+        study.tell(t2, 0.125)
+        server.start()
+        t3 = study.ask(space)
+        run3 = tracker.trial_run(t3.number, t3.params)
+        server.stop()
+        run3.end("FAILED", error="ValueError: no")
+        study.tell(t3, state=optuna.trial.TrialState.FAIL)
+        server.start()
+        assert tracker.unsent == [tracker.unsent[0], run3]
+        capsys.readouterr()
+
+        said = []
+        again = StudyTracker.open(Params(), "s", storage, {})  # the study resumed, as zeroloop tune does
+        assert again.parent_id == tracker.parent_id
+        backfill_trial_runs(again, "s", storage, said.append)
+        assert len(said) == 1 and said[0].startswith("trials 2, 3: no MLflow run"), said
+        backfill_trial_runs(StudyTracker.open(Params(), "s", storage, {}), "s", storage, said.append)
+        assert len(said) == 1, said  # nothing left to write
+
+        client = MlflowClient(server.url)
+        children = client.search_runs([again.experiment_id],
+                                      filter_string=f"tags.`mlflow.parentRunId` = '{again.parent_id}'")
+        runs = {int(r.data.tags["optuna.trial"]): r for r in children}
+        assert len(children) == 4 and sorted(runs) == [0, 1, 2, 3]
+        assert [m.value for m in client.get_metric_history(runs[0].info.run_id, "score")] == [0.25, 0.75]
+        assert runs[0].data.tags["optuna.state"] == "PRUNED" and runs[0].info.status == "FINISHED"
+        assert runs[1].data.metrics["score"] == 0.5 and runs[1].data.tags["optuna.state"] == "COMPLETE"
+        for n in (0, 1, 2):
+            assert float(runs[n].data.params["c_puct"]) == study.trials[n].params["c_puct"]
+        assert runs[2].data.metrics["final_score"] == 0.125
+        assert runs[2].data.tags["optuna.state"] == "COMPLETE"
+        assert runs[3].info.status == "FAILED" and runs[3].data.tags["optuna.state"] == "FAILED"
+        assert all("zeroloop.backfilled" in runs[n].data.tags for n in (2, 3))
+        assert not any("zeroloop.backfilled" in runs[n].data.tags for n in (0, 1))
+    finally:
+        server.close()

@@ -57,6 +57,25 @@ def check_storage(url: str) -> None:
                              f"{text})") from None
 
 
+def backfill_trial_runs(tracker, study_name: str, storage: str, log: Callable[[str], None]) -> None:
+    """A resumed study's finished trials with no MLflow run, or one never
+    ended, get it from Optuna's record (:meth:`StudyTracker.backfill`). Here,
+    before any trial, not in the parallel jobs: one process writes them."""
+    import optuna
+
+    from zeroloop.pipeline.tuning.study import open_storage
+
+    try:
+        study = optuna.load_study(study_name=study_name, storage=open_storage(storage))
+        trials = study.get_trials(deepcopy=False)
+    except KeyError:  # a new study
+        return
+    done = tracker.backfill(trials)
+    if done:
+        log(f"trials {', '.join(map(str, done))}: no MLflow run (the tracking store failed before their "
+            "process could send it); written now from the Optuna storage")
+
+
 def tune(params_file: str, *, objective: str, trials: int, storage: str, study_name: str | None = None,
          model: str | None = None, seed: int = 0, workers: int | None = None, jobs: int = 1,
          timeout: float | None = None, out_dir: Path = TUNING_DIR,
@@ -99,6 +118,7 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
         log(f"warning: {line}: widen the range to compare the study with the current settings")
     tracker = StudyTracker.open(params, study_name, storage,
                                 {"objective": objective, "model": model or "", "seed": seed})
+    backfill_trial_runs(tracker, study_name, storage, log)
     try:
         if jobs > 1:
             import optuna

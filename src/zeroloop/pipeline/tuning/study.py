@@ -245,6 +245,8 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
             best = "no complete trial yet"
         bar.write(f"trial {trial.number}: {result}  [{shown}]  {best}", file=sys.stderr)
         bar.update(1)
+        if tracker is not None and tracker.unsent:  # runs the tracking store refused before: again
+            tracker.flush()
         interrupts.check()  # a Ctrl-C during the bookkeeping stops the study here, with the trial stored
 
     try:

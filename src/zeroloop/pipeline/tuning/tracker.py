@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from zeroloop.pipeline.tracking import (
     log_batch,
     open_experiment,
     source_tags,
+    tracking_errors,
     tracking_uri,
 )
 
@@ -24,24 +26,81 @@ STORAGE_TAG = "optuna.storage"
 
 
 class TrialRun:
-    """One Optuna trial's nested MLflow run."""
+    """One Optuna trial's nested MLflow run.
 
-    def __init__(self, client, run_id: str, on_end=None) -> None:
-        self.client, self.run_id, self._on_end = client, run_id, on_end
+    The tracking store failing (a server or database restart) costs the trial
+    nothing: what could not be sent (the run itself, its parameters, scores,
+    its end) is kept and sent at the next call, after the next trial, or at the
+    end of the study (:meth:`StudyTracker.flush`). A retry first looks for
+    the trial's run (a creation whose answer was lost, or one a resumed study
+    wrote from Optuna's record), so a trial never gets two.
+    """
+
+    def __init__(self, tracker: StudyTracker, number: int, params: dict[str, Any],
+                 tags: dict[str, str] | None = None, run_id: str | None = None) -> None:
+        self.tracker, self.number = tracker, number
+        self.client = tracker.client
+        self.run_id = run_id
+        self._batch: dict[str, dict] | None = {"params": dict(params), "tags": dict(tags or {})}
+        self._metrics: list[tuple[dict[str, float], int]] = []
+        self._end: tuple[str, str | None] | None = None
+        self.failure: str | None = None  # the store's last refusal, while something is unsent
+        self.flush()
+
+    def flush(self) -> bool:
+        """Send what is unsent; True when nothing is left. A tracking error is
+        kept (:attr:`failure`), never raised."""
+        try:
+            if self.run_id is None:
+                self.run_id = self._find() or self._create()
+            if self._batch is not None:
+                log_batch(self.client, self.run_id, **self._batch)
+                self._batch = None
+            while self._metrics:
+                metrics, step = self._metrics[0]
+                log_batch(self.client, self.run_id, metrics=metrics, step=step)
+                self._metrics.pop(0)
+            if self._end is not None:
+                state, error = self._end
+                self.client.set_tag(self.run_id, "optuna.state", state)
+                if error:
+                    self.client.set_tag(self.run_id, "error", error[:5000])
+                status = {"FAILED": "FAILED", "INTERRUPTED": "KILLED"}.get(state, "FINISHED")
+                self.client.set_terminated(self.run_id, status)
+                self._end = None
+        except tracking_errors() as exc:
+            text = str(exc).strip()
+            self.failure = text.splitlines()[0][:200] if text else type(exc).__name__
+            return False
+        self.failure = None
+        return True
+
+    def _find(self) -> str | None:
+        if self.failure is None:  # first try: nothing can be there yet
+            return None
+        found = self.tracker.trial_runs(self.number).get(self.number)
+        return found.info.run_id if found is not None else None
+
+    def _create(self) -> str:
+        tags = {PARENT: self.tracker.parent_id, "optuna.trial": str(self.number)}
+        return self.client.create_run(self.tracker.experiment_id, run_name=f"trial-{self.number}",
+                                      tags=tags).info.run_id
 
     def log(self, metrics: dict[str, float], step: int | None) -> None:
-        log_batch(self.client, self.run_id, metrics=metrics, step=step or 0)
+        self._metrics.append((metrics, step or 0))
+        if self.failure is None:  # while the store fails, the next try waits for the trial's end
+            self.flush()
 
     def end(self, state: str, error: str | None = None) -> None:
         """state: COMPLETE, PRUNED, FAILED (Optuna's words, kept as a tag) or
         INTERRUPTED (Ctrl-C; Optuna records that trial as failed)."""
-        self.client.set_tag(self.run_id, "optuna.state", state)
-        if error:
-            self.client.set_tag(self.run_id, "error", error[:5000])
-        status = {"FAILED": "FAILED", "INTERRUPTED": "KILLED"}.get(state, "FINISHED")
-        self.client.set_terminated(self.run_id, status)
-        if self._on_end is not None:
-            self._on_end(self.run_id)
+        self._end = (state, error)
+        self.tracker.open_trials.pop(self.number, None)
+        if not self.flush():
+            self.tracker.unsent.append(self)
+            print(f"warning: MLflow at {tracking_uri()} failed ({self.failure}); trial {self.number}'s run "
+                  "is kept and sent after the next trial or at the end of the study", file=sys.stderr,
+                  flush=True)
 
 
 def storage_key(url: str) -> str:
@@ -64,7 +123,8 @@ class StudyTracker:
 
     def __init__(self, client, experiment_id: str, parent_id: str) -> None:
         self.client, self.experiment_id, self.parent_id = client, experiment_id, parent_id
-        self.open_trials: dict[str, TrialRun] = {}  # trial runs this process started and has not ended
+        self.open_trials: dict[int, TrialRun] = {}  # trial runs this process started and has not ended
+        self.unsent: list[TrialRun] = []  # ended trials whose run the store did not take yet
 
     @classmethod
     def open(cls, params: Params, study_name: str, storage: str, extra: dict[str, Any]) -> StudyTracker:
@@ -101,12 +161,56 @@ class StudyTracker:
         return cls(client, exp_id, parent)
 
     def trial_run(self, number: int, params: dict[str, Any]) -> TrialRun:
-        run = self.client.create_run(self.experiment_id, run_name=f"trial-{number}",
-                                     tags={PARENT: self.parent_id, "optuna.trial": str(number)})
-        trial = TrialRun(self.client, run.info.run_id, on_end=lambda rid: self.open_trials.pop(rid, None))
-        self.open_trials[run.info.run_id] = trial
-        log_batch(self.client, run.info.run_id, params=params)
+        trial = TrialRun(self, number, params)
+        self.open_trials[number] = trial
         return trial
+
+    def trial_runs(self, number: int | None = None) -> dict[int, Any]:
+        """The study's trial runs in the store, by trial number (the oldest
+        where one has two); ``number``: that trial's only."""
+        query = f"tags.`{PARENT}` = '{self.parent_id}'"
+        if number is not None:
+            query += f" and tags.`optuna.trial` = '{number}'"
+        runs: dict[int, str] = {}
+        token = None
+        while True:
+            page = self.client.search_runs([self.experiment_id], filter_string=query, max_results=1000,
+                                           order_by=["attributes.start_time DESC"], page_token=token)
+            for r in page:
+                if "optuna.trial" in r.data.tags:
+                    runs[int(r.data.tags["optuna.trial"])] = r
+            token = page.token
+            if not token:
+                return runs
+
+    def backfill(self, trials: list) -> list[int]:
+        """A resumed study: those of its ``trials`` (Optuna's) that are
+        finished but whose run is missing or never ended (their process could
+        not reach the store before it went away) get it written from Optuna's
+        record, tagged ``zeroloop.backfilled``. Returns their numbers."""
+        finished = [t for t in trials if t.state.is_finished()]
+        have = self.trial_runs() if finished else {}
+        done = []
+        for t in finished:
+            old = have.get(t.number)
+            if old is not None and "optuna.state" in old.data.tags:
+                continue
+            # a run that exists took its parameters when it was created
+            run = TrialRun(self, t.number, t.params if old is None else {},
+                           tags={"zeroloop.backfilled": "from the Optuna storage"},
+                           run_id=old.info.run_id if old is not None else None)
+            if t.value is not None:
+                run.log({"final_score": t.value}, None)
+            state = {"COMPLETE": "COMPLETE", "PRUNED": "PRUNED"}.get(t.state.name, "FAILED")
+            run.end(state, error=t.system_attrs.get("fail_reason"))
+            done.append(t.number)
+        return done
+
+    def flush(self) -> list[int]:
+        """Send the runs of ended trials that the store did not take before;
+        returns the numbers of those still unsent."""
+        self.unsent = [t for t in self.unsent if not t.flush()]
+        return [t.number for t in self.unsent]
 
     def end_open_trials(self) -> None:
         """Ctrl-C: this process's trial runs that are still open are marked KILLED."""
@@ -118,6 +222,11 @@ class StudyTracker:
         self.client.set_terminated(self.parent_id, "KILLED")
 
     def finish(self, best: dict[str, Any] | None, artifacts: list[Path]) -> None:
+        left = self.flush()
+        if left:
+            print(f"warning: MLflow at {tracking_uri()} failed ({self.unsent[0].failure}); the runs of "
+                  f"trials {', '.join(map(str, left))} are not logged. The Optuna storage holds them: "
+                  "the next zeroloop tune of this study writes them", file=sys.stderr, flush=True)
         if best:
             metrics = {"best_score": best["score"], "default_score": best.get("default_score"),
                        "gain": best.get("gain")}
