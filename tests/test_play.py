@@ -1,5 +1,7 @@
 """Play sessions, model discovery and the terminal game."""
 
+import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -34,7 +36,8 @@ def test_models_are_listed_best_guess_first(tmp_path):
     _layout(tmp_path)
     ids = [m.id for m in list_models(make_game("tictactoe"), tmp_path)]
     assert ids == ["champion", "gen10", "gen10-candidate", "gen1", "shipped", "random"]
-    assert [m.id for m in list_models(make_game("connect4"), tmp_path)] == ["gen2", "shipped", "random"]
+    c4 = [m.id for m in list_models(make_game("connect4"), tmp_path)]
+    assert c4 == ["gen2", "shipped", "reference", "random"]
     assert [m.id for m in list_models(make_game("othello-6x6"), tmp_path)] == ["random"]
 
 
@@ -170,3 +173,14 @@ def test_a_search_in_chunks_is_the_search_in_one_go_and_can_be_cancelled(tmp_pat
     with pytest.raises(PlayError, match="cancelled") as err:
         s.ai_move(cancel)
     assert err.value.status == 499 and s.actions == []
+
+
+def test_the_reference_model_is_the_file_the_models_readme_names():
+    """models/reference/connect4.pt is the default run's champion: its sha256 is the one the README gives
+    (a retrained file must come with its new figures), and `reference` picks it."""
+    path = SHIPPED_DIR / "reference" / "connect4.pt"
+    readme = (SHIPPED_DIR / "README.md").read_text()
+    stated = re.search(r"`reference/connect4\.pt`.*?sha256 `([0-9a-f]{64})`", readme, re.S)
+    assert stated, "src/zeroloop/models/README.md gives the reference model's sha256"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == stated.group(1)
+    assert resolve_model(make_game("connect4"), "reference", "/nonexistent").path == str(path)

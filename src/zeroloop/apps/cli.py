@@ -332,10 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "test positions (data/test_positions.json) or both. The sets are the ones "
                     "`dvc repro` made (`dvc repro positions test_positions` makes only them).",
         epilog="Models: files, or ids as `zeroloop play` takes them (champion, genN, genN-candidate, "
-               "shipped). With two or more models, each after the first is then compared with the "
-               "first position by position (paired, as an ablation compares two arms): the difference "
-               "in points with its 95% interval, how many positions only one of the two got wrong, "
-               "and McNemar's exact p.")
+               "shipped, reference: the default run's champion). With two or more models, each after the "
+               "first is then compared with the first position by position (paired, as an ablation "
+               "compares two arms): the difference in points with its 95% interval, how many positions "
+               "only one of the two got wrong, and McNemar's exact p.")
     er.add_argument("models", nargs="+", help="model files or ids")
     er.add_argument("--set", choices=["validation", "test", "both"], default="test",
                     help="position set (default test: the held-out one)")
