@@ -218,6 +218,12 @@ def _check_sqlite(path: Path) -> None:
                                   "from a backup; nothing was run")
 
 
+def failure_line(exc: BaseException) -> str:
+    """A failed MLflow call in one short line: its message's first line, or the error's name."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
 def tracking_errors() -> tuple[type[BaseException], ...]:
     """What a failed MLflow call raises: its own error, or the HTTP stack's beneath it."""
     import requests
@@ -238,7 +244,7 @@ def logging_after_work(stage: str, what: str):
     except tracking_errors() as exc:
         if os.environ.get("ZEROLOOP_DEBUG"):
             raise
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        first = failure_line(exc)
         print(f"[{stage}] warning: MLflow at {tracking_uri()} failed ({first}); {what} not logged. "
               "The outputs are written; the next stage that reaches the store logs the metrics from "
               "the reports", file=sys.stderr, flush=True)
@@ -467,7 +473,7 @@ class Tracker:
                     if os.environ.get("ZEROLOOP_DEBUG"):
                         raise
                     self.failed = True
-                    first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+                    first = failure_line(exc)
                     print(f"[{stage}@{gen}] warning: MLflow at {tracking_uri()} failed ({first}); the rest "
                           "of the training curves is not logged, training goes on", file=sys.stderr,
                           flush=True)

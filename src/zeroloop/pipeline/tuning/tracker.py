@@ -13,6 +13,7 @@ from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.tracking import (
     PARENT,
     bound_http_retries,
+    failure_line,
     flatten,
     log_batch,
     open_experiment,
@@ -69,8 +70,7 @@ class TrialRun:
                 self.client.set_terminated(self.run_id, status)
                 self._end = None
         except tracking_errors() as exc:
-            text = str(exc).strip()
-            self.failure = text.splitlines()[0][:200] if text else type(exc).__name__
+            self.failure = failure_line(exc)
             return False
         self.failure = None
         return True
@@ -171,7 +171,7 @@ class StudyTracker:
         query = f"tags.`{PARENT}` = '{self.parent_id}'"
         if number is not None:
             query += f" and tags.`optuna.trial` = '{number}'"
-        runs: dict[int, str] = {}
+        runs: dict[int, Any] = {}
         token = None
         while True:
             page = self.client.search_runs([self.experiment_id], filter_string=query, max_results=1000,
