@@ -37,7 +37,7 @@ def test_models_are_listed_best_guess_first(tmp_path):
     ids = [m.id for m in list_models(make_game("tictactoe"), tmp_path)]
     assert ids == ["champion", "gen10", "gen10-candidate", "gen1", "shipped", "random"]
     c4 = [m.id for m in list_models(make_game("connect4"), tmp_path)]
-    assert c4 == ["gen2", "shipped", "reference", "random"]
+    assert c4 == ["gen2", "reference", "shipped", "random"]
     assert [m.id for m in list_models(make_game("othello-6x6"), tmp_path)] == ["random"]
 
 

@@ -34,7 +34,7 @@ def test_lists_games_and_models(client):
     models = client.get("/api/models", params={"game": "tictactoe"}).json()["models"]
     assert [m["id"] for m in models] == ["champion", "shipped", "random"]
     c4_models = client.get("/api/models?game=connect4").json()["models"]
-    assert [m["id"] for m in c4_models] == ["shipped", "reference", "random"]
+    assert [m["id"] for m in c4_models] == ["reference", "shipped", "random"]
 
 
 def test_a_whole_game_through_the_api(client):

@@ -258,8 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "After each AI move its value estimate (for the AI, -1..1) and visit shares "
                     "are shown.",
         epilog="Models: --model takes a file, or an id: champion (models/champion.pt), genN, "
-               "genN-candidate, shipped (a small model that comes with zeroloop), random. Default: "
-               "the first that exists for the game, in that order. Games: " + _game_help())
+               "genN-candidate, reference (Connect Four: the default run's champion, shipped), shipped "
+               "(a small model that comes with zeroloop), random. Default: the first that exists "
+               "for the game, in that order. Games: " + _game_help())
     pl.add_argument("--game", required=True, help="game name")
     pl.add_argument("--model", help="model file or id (default: the pipeline's champion for the game)")
     pl.add_argument("--sims", type=int, default=200, help="simulations per AI move (default 200)")

@@ -278,7 +278,8 @@ def create_app(root: str | Path = ".", device: str = "auto", seed: int = 0,
 
     @app.get("/api/models", responses=_errors(404))
     def models(game: str) -> dict[str, Any]:
-        """The models for a game, best guess first (champion, generations, shipped, untrained)."""
+        """The models for a game, best guess first (champion, generations, reference, shipped,
+        untrained)."""
         g = _game(game)
         return {"game": g.name, "models": [m.as_dict() for m in list_models(g, root)]}
 

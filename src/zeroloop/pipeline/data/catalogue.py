@@ -1,6 +1,6 @@
 """The models a user can pick for a game: the pipeline's champion, each
-generation's best and candidate, the model shipped with the package, the
-reference run's champion (Connect Four), and an untrained network."""
+generation's best and candidate, the reference run's champion (Connect
+Four), the small model shipped with the package, and an untrained network."""
 
 from __future__ import annotations
 
@@ -36,9 +36,10 @@ def _model_game(path: Path) -> str | None:
 
 def list_models(game: Game, root: str | Path = ".") -> list[ModelInfo]:
     """The models for ``game``, best guess first: the pipeline's champion, each
-    generation's best and candidate (newest first), the shipped model, the
-    reference run's champion, and an untrained network. Files for other games
-    and damaged files are left out."""
+    generation's best and candidate (newest first), the reference run's
+    champion (Connect Four: the strongest shipped model, so a fresh clone plays
+    it), the small shipped model, and an untrained network. Files for other
+    games and damaged files are left out."""
     layout = Layout(Path(root))
     out: list[ModelInfo] = []
     champion = layout.champion
@@ -54,11 +55,11 @@ def list_models(game: Game, root: str | Path = ".") -> list[ModelInfo]:
             path = d / f"{kind}.pt"
             if _model_game(path) == game.name:
                 out.append(ModelInfo(f"gen{g}{suffix}", f"generation {g} ({label})", str(path)))
-    shipped = SHIPPED_DIR / f"{game.name}.pt"
-    if _model_game(shipped) == game.name:
-        out.append(ModelInfo("shipped", "shipped model (trained with zeroloop)", str(shipped)))
     reference = SHIPPED_DIR / "reference" / f"{game.name}.pt"
     if _model_game(reference) == game.name:
         out.append(ModelInfo("reference", "the default run's champion (the reference run)", str(reference)))
+    shipped = SHIPPED_DIR / f"{game.name}.pt"
+    if _model_game(shipped) == game.name:
+        out.append(ModelInfo("shipped", "shipped model (trained with zeroloop)", str(shipped)))
     out.append(ModelInfo("random", "untrained network", None))
     return out
