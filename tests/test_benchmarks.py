@@ -46,6 +46,10 @@ SMOKE = {
          "print('onnxruntime from', onnxruntime.__file__, os.environ['NUMBA_CPU_NAME'])"],
         ["ZEROLOOP_ONNXRUNTIME_ISA=AVX2", "its AVX2 kernels (NCHWc block 8) as a patched copy",
          "onnxruntime-avx2", "/onnxruntime/__init__.py haswell"]),
+    "net_sizes.py": (
+        ["--nets", "1x8,2x8", "--seconds", "0.01", "--batch", "4", "--train-batch", "8",
+         "--precision", "int8"],
+        ["machine: ", "network call at int8", "1x8: ", "2x8: ", "ratio to 1x8 (this run)", "| 2x8 | "]),
     "train_throughput.py": (
         ["--samples", "64", "--batch", "32", "--threads", "1", "--blocks", "1", "--channels", "8"],
         ["raw PyTorch loop, NCHW", "raw PyTorch loop, channels-last", "Lightning fit",
