@@ -5,7 +5,9 @@ as the trainer runs it, a batch of ``train.batch_size``), each as a ratio to
 the first net listed. An ablation of net size at an equal CPU budget sets its
 game count from these ratios (docs/strength.md, round 13).
 
-The positions are the model's own self-play positions (int8 calibration's
+The network call is self-play's own (:class:`~zeroloop.engine.nn.inference.NetworkEvaluator`),
+the step the trainer's loss (:func:`~zeroloop.pipeline.training.module.alphazero_loss`), on
+the net's own self-play positions (int8 calibration's
 :func:`~zeroloop.engine.nn.int8.calibration_planes`), one torch thread.
 
     python benchmarks/net_sizes.py [--nets 5x64,6x96,10x64,8x64,6x80] [--game connect4]
@@ -62,51 +64,45 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from zeroloop.engine.games import make_game
-    from zeroloop.engine.nn import machine
-    from zeroloop.engine.nn.inference import inference_net, precision_name
-    from zeroloop.engine.nn.int8 import calibration_planes, int8_runner
+    from zeroloop.engine.nn.inference import NetworkEvaluator, inference_net
+    from zeroloop.engine.nn.int8 import calibration_planes
+    from zeroloop.engine.nn.machine import describe, summary_line
     from zeroloop.engine.nn.net import NetConfig, PolicyValueNet
+    from zeroloop.pipeline.training.module import alphazero_loss
 
     game = make_game(a.game)
-    precision = precision_name(a.precision, torch.device("cpu"))
-    m = machine.describe("cpu", a.precision)
-    print(f"machine: {m['cpu']}, {m['cores']} cores, {m['isa']}; 1 torch thread; "
-          f"network call at {precision}, batch {a.batch}; "
-          f"training step fp32 channels-last, batch {a.train_batch}")
+    print(f"machine: {summary_line(describe('cpu', a.precision), a.precision)}; 1 torch thread; "
+          f"network call: batch {a.batch}; training step: fp32 channels-last, batch {a.train_batch}")
     rows = []
     for blocks, channels in a.nets:
         torch.manual_seed(0)
         net = PolicyValueNet.for_game(game, NetConfig(blocks=blocks, channels=channels,
                                                       value_hidden=a.value_hidden))
-        folded = inference_net(net)
-        planes = calibration_planes(game, folded, a.batch)
-        if precision == "int8":
-            call = int8_runner(game, folded)
-        else:
-            dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-            folded = folded.to(dtype)
+        # self-play's own network call (BatchNorm folded, at the precision asked, softmax priors)
+        evaluator = NetworkEvaluator(game, net, "cpu", precision=a.precision)
+        planes = calibration_planes(game, inference_net(net), a.batch)
+        infer = _timed(lambda e=evaluator, x=planes: e.evaluate_planes(x), a.seconds)
 
-            def call(x, f=folded, d=dtype):
-                with torch.inference_mode():
-                    return f(torch.from_numpy(x).to(d))
-        infer = _timed(lambda c=call, x=planes: c(x), a.seconds)
-
-        net.train()
-        net = net.to(memory_format=torch.channels_last)
+        # a training step as the trainer takes it: channels-last, the AlphaZero loss with L2, Adam
+        net = net.train().to(memory_format=torch.channels_last)
         opt = torch.optim.Adam(net.parameters(), lr=1e-3)
         reps = -(-a.train_batch // len(planes))
         x = torch.from_numpy(np.repeat(planes, reps, axis=0)[:a.train_batch]).contiguous(
             memory_format=torch.channels_last)
+        with torch.no_grad():
+            pi, z = (t.float() for t in evaluator.net(x.to(evaluator.dtype)))
+        pi, z = torch.softmax(pi, dim=1), z.clamp(-1, 1)
+        params = list(net.parameters())
 
-        def step(n=net, o=opt, xb=x):
+        def step(n=net, o=opt, xb=x, pi=pi, z=z, ps=params):
             o.zero_grad()
             logits, value = n(xb)
-            (logits.float().logsumexp(1).mean() + value.float().square().mean()).backward()
+            alphazero_loss(logits, value, pi, z, ps, 1e-4)["loss"].backward()
             o.step()
         train = _timed(step, a.seconds)
-        params = sum(p.numel() for p in net.parameters())
-        rows.append((f"{blocks}x{channels}", params, infer, train))
-        print(f"{blocks}x{channels}: {params / 1e6:.2f} M parameters, network call {infer * 1e3:.2f} ms, "
+        size = sum(p.numel() for p in params)
+        rows.append((f"{blocks}x{channels}", size, infer, train))
+        print(f"{blocks}x{channels}: {size / 1e6:.2f} M parameters, network call {infer * 1e3:.2f} ms, "
               f"training step {train * 1e3:.0f} ms", flush=True)
     base = rows[0]
     print(f"\nratio to {base[0]} (this run):")

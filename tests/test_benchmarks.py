@@ -49,7 +49,7 @@ SMOKE = {
     "net_sizes.py": (
         ["--nets", "1x8,2x8", "--seconds", "0.01", "--batch", "4", "--train-batch", "8",
          "--precision", "int8"],
-        ["machine: ", "network call at int8", "1x8: ", "2x8: ", "ratio to 1x8 (this run)", "| 2x8 | "]),
+        ["machine: network int8 (precision int8)", "1x8: ", "2x8: ", "ratio to 1x8 (this run)", "| 2x8 | "]),
     "train_throughput.py": (
         ["--samples", "64", "--batch", "32", "--threads", "1", "--blocks", "1", "--channels", "8"],
         ["raw PyTorch loop, NCHW", "raw PyTorch loop, channels-last", "Lightning fit",

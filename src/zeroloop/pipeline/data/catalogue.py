@@ -19,7 +19,7 @@ SHIPPED_DIR = Path(__file__).parents[2] / "models"  # package data: src/zeroloop
 
 @dataclass(frozen=True)
 class ModelInfo:
-    id: str  # champion | gen3 | gen3-candidate | shipped | reference | random
+    id: str  # champion | gen3 | gen3-candidate | reference | shipped | random
     label: str
     path: str | None  # None: an untrained network
 
