@@ -41,6 +41,8 @@ def test_shipped_params_files_are_valid_and_complete(path):
     ({"mcts": {"algorithm": "gumbel"}}, "mcts.algorithm gumbel runs its sequential halving on a fresh tree"),
     ({"train": {"weight_decay": 0.01}}, "weight_decay=0.01 is AdamW's decoupled decay"),
     ({"selfplay": {"full_search_probability": 0}}, "selfplay.full_search_probability"),
+    ({"mcts": {"simulations": 64}, "selfplay": {"late_simulations": 65}},
+     "selfplay.late_simulations: 65 must be at most mcts.simulations (64)"),
     ({"evaluate": {"solver_positions": 5}},
      "unknown key 'evaluate.solver_positions'; renamed to 'evaluate.positions_per_group'"),
 ])

@@ -53,7 +53,7 @@ def test_training_with_dedup_trains_on_each_distinct_position_once(tmp_path):
 
 
 def test_a_generation_with_every_learning_option_on(tmp_path):
-    """Gumbel search, a playout cap, a mixed value target, AdamW without decay
+    """Gumbel search, a playout cap, a late search, a mixed value target, AdamW without decay
     on BatchNorm and continued training run through every step (a smoke test:
     each option's effect is tested in test_learning_options.py, test_search.py,
     test_training.py and above)."""
@@ -61,7 +61,7 @@ def test_a_generation_with_every_learning_option_on(tmp_path):
                 mcts={"simulations": 8, "algorithm": "gumbel", "reuse_tree": False,
                       "max_considered_actions": 4},
                 selfplay={"games": 8, "shard_games": 4, "full_search_probability": 0.5,
-                          "fast_simulations": 2},
+                          "fast_simulations": 2, "late_simulations": 4, "late_ply": 3},
                 train={"epochs": 1, "batch_size": 8, "start_from": "candidate", "optimizer": "adamw",
                        "weight_decay": 0.01, "decay_norm_and_bias": False, "value_q_weight": 0.5},
                 gate={"games": 4, "simulations": 8, "opening_plies": 1},

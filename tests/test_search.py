@@ -239,18 +239,27 @@ def test_playout_cap_records_full_searches_only():
     assert all(r.full.all() for r in every)
 
 
-def test_random_opening_plies_start_games_off_the_start_and_are_not_trained_on():
-    from zeroloop.engine.nn import uniform_evaluator
-    from zeroloop.engine.search import MoveSchedule, SearchStats
-    from zeroloop.engine.selfplay import play_selfplay_games, records_to_arrays
-
+def _connect4_selfplay(key: int, games: int, simulations: int, in_flight: int):
+    """Connect Four self-play of uniform priors, moves sampled to the end:
+    ``play(**options)`` plays the same seeded games with other options."""
     game = make_game("connect4")
-    seeds = [np.random.SeedSequence([7, k]) for k in range(40)]
-    cfg, sched = SearchConfig(simulations=8), MoveSchedule(temperature=1.0, temperature_moves=42)
-    plain = play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=8)
+    seeds = [np.random.SeedSequence([key, k]) for k in range(games)]
+    cfg, sched = SearchConfig(simulations=simulations), MoveSchedule(temperature=1.0, temperature_moves=42)
+
+    def play(**options):
+        return play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=in_flight,
+                                   **options)
+    return game, play
+
+
+def test_random_opening_plies_start_games_off_the_start_and_are_not_trained_on():
+    from zeroloop.engine.search import SearchStats
+    from zeroloop.engine.selfplay import records_to_arrays
+
+    game, play = _connect4_selfplay(7, games=40, simulations=8, in_flight=8)
+    plain = play()
     stats = SearchStats()
-    opened = play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=8, stats=stats,
-                                 opening_plies=4)
+    opened = play(stats=stats, opening_plies=4)
     random_plies = []
     for r in opened:
         k = int(np.argmax(r.full))  # the random plies come first, then every move is a search
@@ -263,10 +272,38 @@ def test_random_opening_plies_start_games_off_the_start_and_are_not_trained_on()
     np.testing.assert_array_equal(records_to_arrays(game, opened)["full"],
                                   np.concatenate([r.full for r in opened]))
     # 0 opening plies: the very games of a run without the setting (same draws)
-    again = play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=8,
-                                opening_plies=0)
+    again = play(opening_plies=0)
     assert [r.actions for r in again] == [r.actions for r in plain]
     assert [r.actions for r in opened] != [r.actions for r in plain]
+
+
+def test_a_late_search_spends_fewer_simulations_from_its_ply_and_keeps_the_opening():
+    from zeroloop.engine.search import SearchStats
+    from zeroloop.engine.selfplay import LateSearch, PlayoutCap
+
+    _, play = _connect4_selfplay(9, games=12, simulations=16, in_flight=5)
+    plain = play()
+    stats = SearchStats()
+    late = play(stats=stats, late=LateSearch(from_ply=6, simulations=3))
+    plies = sum(len(r.actions) for r in late)
+    early = sum(min(6, len(r.actions)) for r in late)
+    assert stats.simulations == 16 * early + 3 * (plies - early)
+    for a, b in zip(plain, late):
+        assert a.actions[:6] == b.actions[:6]  # the same draws: the opening's moves are the same
+        np.testing.assert_array_equal(a.policies[:6], b.policies[:6])
+        assert b.full.all()  # the late moves are trained on
+        np.testing.assert_allclose(b.policies.sum(axis=1), 1.0, rtol=1e-5)
+    assert [r.actions for r in late] != [r.actions for r in plain]
+    # with a playout cap, only the full searches of the late plies get fewer simulations
+    stats = SearchStats()
+    both = play(stats=stats, late=LateSearch(from_ply=6, simulations=3), cap=PlayoutCap(0.5, 2))
+    expected = 0
+    for r in both:
+        for ply, full in enumerate(r.full):
+            expected += (16 if ply < 6 else 3) if full else 2
+    assert stats.simulations == expected
+    with pytest.raises(ValueError, match="simulations=17 exceeds the search's 16"):
+        play(late=LateSearch(from_ply=6, simulations=17))
 
 
 def test_training_reads_only_the_full_searches(tmp_path):

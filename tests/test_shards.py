@@ -5,7 +5,13 @@ from zeroloop.engine.games import make_game
 from zeroloop.engine.nn.inference import uniform_evaluator
 from zeroloop.engine.nn.net import NetConfig
 from zeroloop.engine.search import MoveSchedule, SearchConfig
-from zeroloop.engine.selfplay import arrays_to_records, play_selfplay_games, records_to_arrays, unpack_planes
+from zeroloop.engine.selfplay import (
+    LateSearch,
+    arrays_to_records,
+    play_selfplay_games,
+    records_to_arrays,
+    unpack_planes,
+)
 from zeroloop.pipeline.data.shards import SelfplayJob, finished_shards, run_selfplay, shard_path
 from zeroloop.pipeline.data.storage import DamagedFileError, load_shard, read_shard_meta, save_shard
 
@@ -85,7 +91,10 @@ def test_selfplay_resumes_after_a_kill_and_never_mixes_settings(tmp_path):
     assert stats.simulations > 0
     assert {i: shard_path(out, i).read_bytes() for i in range(3)} == first  # same seeds, same games
 
-    # other settings: nothing from the old job is kept
+    # other settings: nothing from the old job is kept (a late search is a setting too)
+    assert finished_shards(_job(late=LateSearch(2, 3)), out) == set()
+    assert not any(out.glob("shard_*"))
+    run_selfplay(job, workers=1, progress=False, out_dir=out)
     other = _job(search=SearchConfig(simulations=7))
     assert finished_shards(other, out) == set()
     assert not any(out.glob("shard_*"))
@@ -105,6 +114,8 @@ def test_games_do_not_depend_on_the_number_of_workers(tmp_path):
 def test_selfplay_job_validates_its_inputs(tmp_path):
     with pytest.raises(ValueError, match="games=0"):
         _job(games=0)
+    with pytest.raises(ValueError, match="late_simulations=7 must be at most the search's simulations"):
+        _job(late=LateSearch(2, 7))
     with pytest.raises(FileNotFoundError, match="nope.pt"):
         _job(model=str(tmp_path / "nope.pt"))
 

@@ -28,7 +28,13 @@ from zeroloop.engine.games import Game, make_game
 from zeroloop.engine.nn import FixedBatchEvaluator
 from zeroloop.engine.nn.net import NetConfig
 from zeroloop.engine.search import MoveSchedule, SearchConfig, SearchStats
-from zeroloop.engine.selfplay import GameRecord, PlayoutCap, play_selfplay_games, records_to_arrays
+from zeroloop.engine.selfplay import (
+    GameRecord,
+    LateSearch,
+    PlayoutCap,
+    play_selfplay_games,
+    records_to_arrays,
+)
 from zeroloop.pipeline.data.storage import (
     DamagedFileError,
     ShippedFile,
@@ -64,6 +70,11 @@ class SelfplayConfig:
     opening_plies: each game first plays 0..k (uniformly) uniformly random
         legal moves, not searched and not trained on, then self-play goes on
         from that position (0: every game from the start).
+    late_simulations, late_ply: from ply ``late_ply`` on (random opening
+        plies included) a move is searched with ``late_simulations``
+        simulations instead of ``mcts.simulations`` (at most that many), still
+        trained on: the opening keeps the full search, later moves cost less.
+        0: every move ``mcts.simulations``.
     """
 
     games: Annotated[int, at.Ge(1)] = 256
@@ -74,6 +85,8 @@ class SelfplayConfig:
     full_search_probability: Annotated[float, at.Interval(gt=0, le=1)] = 1.0
     fast_simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 16
     opening_plies: Annotated[int, at.Interval(ge=0, le=100)] = 0
+    late_simulations: Annotated[int, at.Interval(ge=0, le=100_000)] = 0
+    late_ply: Annotated[int, at.Interval(ge=1, le=10_000)] = 12
 
     def __post_init__(self) -> None:
         check_fields(self, "selfplay")
@@ -83,6 +96,10 @@ class SelfplayConfig:
         if self.full_search_probability >= 1.0:
             return None
         return PlayoutCap(self.full_search_probability, self.fast_simulations)
+
+    @property
+    def late(self) -> LateSearch | None:
+        return LateSearch(self.late_ply, self.late_simulations) if self.late_simulations else None
 
     @property
     def schedule(self) -> MoveSchedule:
@@ -106,6 +123,7 @@ class SelfplayJob:
     schedule: MoveSchedule = field(default_factory=MoveSchedule)
     cap: PlayoutCap | None = None
     opening_plies: int = 0
+    late: LateSearch | None = None
     seed: int = 0
     shard_games: int = 64
     device: str = "auto"
@@ -123,6 +141,9 @@ class SelfplayJob:
         if self.eval_batch < 1 or self.in_flight < 1 or self.eval_cache < 0:
             raise ValueError(f"eval_batch={self.eval_batch} and in_flight={self.in_flight} must be >= 1, "
                              f"eval_cache={self.eval_cache} >= 0")
+        if self.late is not None and self.late.simulations > self.search.simulations:
+            raise ValueError(f"late_simulations={self.late.simulations} must be at most the search's "
+                             f"simulations ({self.search.simulations})")
         if isinstance(self.model, str) and not Path(self.model).is_file():
             raise FileNotFoundError(f"{self.model}: no such model file")
 
@@ -148,6 +169,7 @@ class SelfplayJob:
             # a playout cap only when set, so that the identities of older shards still match
             **({"playout_cap": asdict(self.cap)} if self.cap else {}),
             **({"opening_plies": self.opening_plies} if self.opening_plies else {}),
+            **({"late_search": asdict(self.late)} if self.late else {}),
             # as resolved on this machine; fp32 is left out, so that shards made before the key
             # existed are still reused
             **({"precision": p} if (p := self._precision()) != "fp32" else {}),
@@ -268,7 +290,8 @@ def _play_shards(task: _WorkerTask, tick: Tick) -> _WorkerResult:
             results.append(ShardResult(shard.index, shard.games, positions, None))
 
     play_selfplay_games(game, evaluator, job.search, job.schedule, seeds, in_flight=job.in_flight,
-                        on_game=finished, stats=stats, cap=job.cap, opening_plies=job.opening_plies)
+                        on_game=finished, stats=stats, cap=job.cap, opening_plies=job.opening_plies,
+                        late=job.late)
     stats.cache_hits += evaluator.hits - before[0]
     stats.network_rows += evaluator.computed - before[1]
     return _WorkerResult(results, stats)

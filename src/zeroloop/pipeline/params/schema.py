@@ -379,6 +379,14 @@ class Params(_Section):
                 raise ValueError(f"generation {g - 1} is missing before generation {g}")
         return v
 
+    @model_validator(mode="after")
+    def _late_search_fits(self) -> Params:
+        late, sims = self.selfplay.late_simulations, self.mcts.simulations
+        if late > sims:
+            raise ValueError(f"selfplay.late_simulations: {late} must be at most mcts.simulations ({sims}), "
+                             "the opening's search (0: off)")
+        return self
+
     def make_game(self) -> Game:
         return make_game(self.game)
 
