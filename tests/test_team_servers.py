@@ -185,6 +185,40 @@ def test_two_machines_share_one_postgresql_study_and_one_mlflow_server(tmp_path,
 
 
 @pytest.mark.slow
+def test_many_processes_tagging_one_run_at_once_all_land(pg_mlflow):
+    """Every machine of a shared study ends it by tagging the study's run:
+    writers of one new tag key at the same moment must all succeed (MLflow's
+    ``set_tag`` let the loser fail with a unique violation on ``tag_pk``)."""
+    from mlflow.tracking import MlflowClient
+
+    from zeroloop.pipeline.tracking import set_tags
+
+    client = MlflowClient(pg_mlflow.url)
+    run_id = client.create_run(client.create_experiment("pg-tag-race")).info.run_id
+    writers, rounds = 8, 12
+    failures: list[str] = []
+
+    def write(i: int, key: str, start: threading.Barrier) -> None:
+        mine = MlflowClient(pg_mlflow.url)
+        start.wait()
+        try:
+            set_tags(mine, run_id, {key: f"writer {i}"})
+        except Exception as exc:  # noqa: BLE001 - every failure is the finding
+            failures.append(f"{key}: {str(exc).splitlines()[0][:200]}")
+
+    for r in range(rounds):
+        start = threading.Barrier(writers)
+        threads = [threading.Thread(target=write, args=(i, f"best_trial_{r}", start)) for i in range(writers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    assert not failures, failures
+    tags = client.get_run(run_id).data.tags
+    assert all(tags[f"best_trial_{r}"].startswith("writer ") for r in range(rounds))
+
+
+@pytest.mark.slow
 def test_a_study_survives_a_postgresql_restart_and_resumes_without_losing_a_trial(tmp_path, postgres,
                                                                                    pg_mlflow):
     optuna_url = postgres.create_database("optuna_restart")

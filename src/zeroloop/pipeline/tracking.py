@@ -549,6 +549,15 @@ def log_batch(client, run_id: str, *, metrics: dict[str, float] | None = None,
         client.log_batch(run_id, metrics=ms[i:i + 100], params=ps[i:i + 100], tags=ts[i:i + 100])
 
 
+def set_tags(client, run_id: str, tags: dict[str, str]) -> None:
+    """Tags on a run that other processes may tag at the same moment (every
+    machine of a shared study ends it by tagging the study's run). Through
+    MLflow's batch call, whose store retries an insert that lost the race
+    for a new key; ``MlflowClient.set_tag`` does not, and on a PostgreSQL
+    store the loser failed with a unique violation on ``tag_pk``."""
+    log_batch(client, run_id, tags=tags)
+
+
 def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
     """Nested dicts as one level, keys joined with dots."""
     out: dict[str, Any] = {}

@@ -17,6 +17,7 @@ from zeroloop.pipeline.tracking import (
     flatten,
     log_batch,
     open_experiment,
+    set_tags,
     source_tags,
     tracking_errors,
     tracking_uri,
@@ -63,9 +64,8 @@ class TrialRun:
                 self._metrics.pop(0)
             if self._end is not None:
                 state, error = self._end
-                self.client.set_tag(self.run_id, "optuna.state", state)
-                if error:
-                    self.client.set_tag(self.run_id, "error", error[:5000])
+                ending = {"optuna.state": state, **({"error": error[:5000]} if error else {})}
+                set_tags(self.client, self.run_id, ending)
                 status = {"FAILED": "FAILED", "INTERRUPTED": "KILLED"}.get(state, "FINISHED")
                 self.client.set_terminated(self.run_id, status)
                 self._end = None
@@ -237,7 +237,7 @@ class StudyTracker:
                                 "confirmed_gain_ci95_low": c["gain_ci95"][0],
                                 "confirmed_gain_ci95_high": c["gain_ci95"][1]})
             log_batch(self.client, self.parent_id, metrics=metrics)
-            self.client.set_tag(self.parent_id, "best_trial", str(best["trial"]))
+            set_tags(self.client, self.parent_id, {"best_trial": str(best["trial"])})
         for path in artifacts:
             self.client.log_artifact(self.parent_id, str(path), "tuning")
         self.client.set_terminated(self.parent_id, "FINISHED")
