@@ -225,3 +225,33 @@ def test_the_evaluation_in_one_pool_plays_the_games_and_moves_of_separate_matche
         assert (result[f"vs_{key}"]["wins"], result[f"vs_{key}"]["draws"]) == (m.score.wins, m.score.draws)
     alone = evaluation.solver_errors(p, str(layout.model(1)), ps)
     assert result["solver"] == alone and alone["positions"] == 12
+
+
+def test_cutting_results_at_sampled_moves_reaches_training_and_is_off_by_default(tmp_path):
+    """train.value_cut_ply: set, a candidate trains on other value targets
+    and the train report gives the share cut; at a ply no game reaches it
+    trains the same network, byte for byte, as without it."""
+    gens = {"1": {"prev": 0}}
+    sp = {"games": 6, "shard_games": 3, "temperature_moves": 9}  # every move sampled
+    p = _params(selfplay=sp, generations=gens)
+    layout = Layout(tmp_path)
+    init_step(p, layout)
+    selfplay_step(p, layout, 1, 0, progress=False)
+    base = train_step(p, layout, 1, 0, progress=False)
+    assert "value_cut_share" not in base
+    plain = layout.model(1, "candidate").read_bytes()
+
+    def retrain(cut_ply):
+        again = Layout(tmp_path / f"cut{cut_ply}")
+        again.model(0).parent.mkdir(parents=True, exist_ok=True)
+        again.model(0).write_bytes(layout.model(0).read_bytes())
+        shutil.copytree(layout.root / "data", again.root / "data", dirs_exist_ok=True)
+        report = train_step(_params(selfplay=sp, generations=gens, train={"epochs": 1, "batch_size": 8,
+                                                                          "value_cut_ply": cut_ply}),
+                            again, 1, 0, progress=False)
+        return again.model(1, "candidate").read_bytes(), report["value_cut_share"]
+
+    never, share = retrain(100)
+    assert share == 0.0 and never == plain
+    cut, share = retrain(0)
+    assert 0.0 < share <= 1.0 and cut != plain

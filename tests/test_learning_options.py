@@ -140,3 +140,35 @@ def test_playout_cap_searches_fast_moves_without_root_noise(monkeypatch):
             kinds.add(bool(rec.full[t]))
             state = game.apply(state, rec.actions[t])
     assert kinds == {True, False}
+
+
+def _shard_arrays(games):
+    """Shard-like arrays from ``(policies, actions, values, z)`` per game."""
+    pol = np.concatenate([np.asarray(g[0], np.float16) for g in games])
+    return {"policy": pol, "actions": np.concatenate([np.asarray(g[1], np.int16) for g in games]),
+            "value": np.concatenate([np.asarray(g[2], np.float16) for g in games]),
+            "z": np.concatenate([np.asarray(g[3], np.int8) for g in games]),
+            "lengths": np.asarray([len(g[1]) for g in games], np.int32)}
+
+
+def test_results_are_cut_at_sampled_moves_from_the_given_ply():
+    """train.value_cut_ply: a position followed (its own move included) by a
+    move from ply k on that was not the policy target's top move takes the
+    first such move's root value, sign by ply parity; the others keep z."""
+    from zeroloop.pipeline.training.replay import cut_at_sampled_moves
+
+    best, other = [0.75, 0.25], [0.25, 0.75]  # the top move: 0, then 1
+    # game a: move 1 played at plies 1 and 3, below the top move's share: sampled
+    game_a = ([best] * 5, [0, 1, 0, 1, 0], [0.125, 0.25, 0.375, 0.5, 0.875], [1, -1, 1, -1, 1])
+    game_b = ([best, other, best], [0, 0, 0], [0.0, 0.25, 0.5], [0, 0, 0])  # sampled at ply 1 only
+    arrays = _shard_arrays([game_a, game_b])
+    z, cut = cut_at_sampled_moves(arrays, 2)
+    # game a: moves 1 and 3 were sampled; from ply 2 only move 3 counts: positions 0-3 take +-value[3]
+    assert z[:5].tolist() == pytest.approx([-0.5, 0.5, -0.5, 0.5, 1.0])
+    assert cut.tolist() == [True, True, True, True, False, False, False, False]
+    assert z[5:].tolist() == [0.0, 0.0, 0.0]
+    z0, cut0 = cut_at_sampled_moves(arrays, 0)  # from ply 0: positions 0-1 cut at move 1, 2-3 at move 3
+    assert z0[:5].tolist() == pytest.approx([-0.25, 0.25, -0.5, 0.5, 1.0])
+    assert z0[5:].tolist() == pytest.approx([-0.25, 0.25, 0.0]) and cut0[5:].tolist() == [True, True, False]
+    z_late, cut_late = cut_at_sampled_moves(arrays, 4)  # no sampled move from ply 4: the results stand
+    assert not cut_late.any() and z_late.tolist() == arrays["z"].astype(np.float32).tolist()

@@ -162,8 +162,9 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
 
     game = p.make_game()
     entries = replay_window(p, layout, gen, prev)
-    data = load_replay(game, checked_shards(entries))
     cfg = p.train.config().for_generation(gen)
+    data = load_replay(game, checked_shards(entries), cut_ply=cfg.value_cut_ply)
+    cut_share = data.cut_share
     occurrences = len(data)
     if cfg.dedup:
         data = data.deduplicated()
@@ -179,6 +180,8 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
                "trained_from": meta.get("origin", prev),
                "window": [e["generation"] for e in entries], "lr": cfg.lr,
                "value_q_weight": cfg.value_q_weight, "wall_s": round(wall, 1)}
+    if cut_share is not None:
+        summary["value_cut_share"] = round(cut_share, 4)
     summary.update({k.replace("_epoch", "").replace("/", "_"): round(v, 5) for k, v in losses.items()})
     summary.update(process_clock())
     write_json(layout.report(gen, "train"), summary)

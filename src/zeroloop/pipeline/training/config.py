@@ -63,6 +63,18 @@ class TrainConfig:
         weight helped the end positions' raw policy and hurt begin-hard's
         search, so late positions could take more of the search's value,
         nearly exact near the end, than early ones).
+    value_cut_ply: null (off): a position's ``z`` is its game's result. Set
+        to a ply ``k``: a game's result stops at its first move from ply
+        ``k`` on that was sampled rather than the search's choice (its share
+        of the policy target below the top move's): the positions before
+        it, and its own, take that position's root search value (from their
+        own side) as ``z``, as Watkins' Q(lambda) cuts a return at an
+        exploratory action; later positions keep the result. For sampling
+        more plies (``selfplay.temperature_moves``) without their noise in
+        the earlier positions' results: with ``k`` at the old temperature
+        horizon, their results come from the search's value there, not from
+        the extra sampled moves after it. The mix with ``value_q_weight`` applies on top; the
+        train report gives the share of positions cut (``value_cut_share``).
     dedup: train on each distinct position of the window once, with its
         policy, result and search-value targets averaged over its occurrences
         (the Oracle Connect Four series); false: every occurrence is a sample.
@@ -109,6 +121,7 @@ class TrainConfig:
     value_q_weight_until: Annotated[int, at.Interval(ge=2, le=100000)] = 6
     value_q_weight_late: Annotated[float, at.Interval(ge=0, le=1)] | None = None
     value_q_weight_ply: Annotated[int, at.Interval(ge=1, le=100000)] = 30
+    value_cut_ply: Annotated[int, at.Interval(ge=0, le=100000)] | None = None
     dedup: bool = False
     augment: bool = True
     start_from: Literal["best", "candidate"] = "best"

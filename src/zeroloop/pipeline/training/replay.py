@@ -19,13 +19,15 @@ class ReplayData:
     """planes ``[N, 4, H, W]`` float32, policy ``[N, A]`` float32 (rows sum
     to 1), z ``[N]`` float32 results and q ``[N]`` float32 root search values,
     both from the side to move; ply ``[N]`` float32, the moves played before
-    the position in its game (None where unknown)."""
+    the position in its game (None where unknown); cut_share: the share of
+    positions whose result was cut at a sampled move (None: no cut asked)."""
 
     planes: np.ndarray
     policy: np.ndarray
     z: np.ndarray
     q: np.ndarray
     ply: np.ndarray | None = None
+    cut_share: float | None = None
 
     def __len__(self) -> int:
         return len(self.z)
@@ -70,9 +72,47 @@ class ReplayData:
         return ((1.0 - w) * self.z + w * self.q).astype(np.float32)
 
 
-def load_replay(game: Game, shards: Sequence[str | Path]) -> ReplayData:
-    """Read and check shards (checksum, game); positions of all of them."""
+def cut_at_sampled_moves(arrays: dict[str, np.ndarray], from_ply: int) -> tuple[np.ndarray, np.ndarray]:
+    """A shard's value results with each game's return cut at its sampled moves.
+
+    A move at ply ``from_ply`` or later whose share of the policy target is
+    below the top move's was sampled (temperature), not the search's choice;
+    a result the game reached after it says as much about that sample as
+    about the positions before it. So a position followed, in its own game,
+    by such a move (its own move included) takes as its result the root
+    search value of the first such move's position, seen from its own side
+    (players alternate strictly, so the sign flips with each ply between):
+    Watkins' Q(lambda) cuts its return at an exploratory action the same way.
+    Positions with no such move after them keep the game's result. Returns
+    ``(z, cut)``: ``[N]`` float32 results from the side to move and ``[N]``
+    bool, whether the position's result was replaced."""
+    policy, actions = arrays["policy"], arrays["actions"].astype(np.int64)
+    played = policy[np.arange(len(actions)), actions]
+    lengths = arrays["lengths"].astype(np.int64)
+    starts = np.cumsum(lengths) - lengths
+    ply = np.arange(len(actions)) - np.repeat(starts, lengths)
+    sampled = (played < policy.max(axis=1)) & (ply >= from_ply)
+    value = arrays["value"].astype(np.float32)
+    z = arrays["z"].astype(np.float32)
+    cut = np.zeros(len(actions), np.bool_)
+    for start, length in zip(starts.tolist(), lengths.tolist()):
+        at = start + np.flatnonzero(sampled[start:start + length])
+        if not len(at):
+            continue
+        # each position's next sampled move at or after it: positions after the last keep z
+        pos = np.arange(start, at[-1] + 1)
+        nxt = at[np.searchsorted(at, pos)]
+        z[pos] = value[nxt] * np.where((nxt - pos) % 2 == 0, 1.0, -1.0).astype(np.float32)
+        cut[pos] = True
+    return z, cut
+
+
+def load_replay(game: Game, shards: Sequence[str | Path], cut_ply: int | None = None) -> ReplayData:
+    """Read and check shards (checksum, game); positions of all of them.
+    ``cut_ply`` set: results cut at sampled moves from that ply on
+    (:func:`cut_at_sampled_moves`); None: each game's result."""
     planes, policy, z, q, ply = [], [], [], [], []
+    cut_count = 0
     for path in shards:
         arrays, meta = load_shard(path)
         made_for = meta.get("identity", {}).get("game")
@@ -83,15 +123,23 @@ def load_replay(game: Game, shards: Sequence[str | Path]) -> ReplayData:
         planes.append(unpack_planes(arrays["planes"][keep], game))
         p = arrays["policy"][keep].astype(np.float32)
         policy.append(p / np.maximum(p.sum(axis=1, keepdims=True), 1e-8))  # float16 rounding
-        z.append(arrays["z"][keep].astype(np.float32))
+        if cut_ply is None:
+            z.append(arrays["z"][keep].astype(np.float32))
+        else:
+            cut_z, cut = cut_at_sampled_moves(arrays, cut_ply)
+            z.append(cut_z[keep])
+            cut_count += int(cut[keep].sum())
         q.append(arrays["value"][keep].astype(np.float32))
         lengths = arrays["lengths"].astype(np.int64)  # a position's ply: its index within its game
         starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
         ply.append((np.arange(len(starts)) - starts).astype(np.float32)[keep])
     if not planes:
         raise ValueError("the replay window holds no shards")
-    return ReplayData(np.concatenate(planes), np.concatenate(policy), np.concatenate(z), np.concatenate(q),
+    data = ReplayData(np.concatenate(planes), np.concatenate(policy), np.concatenate(z), np.concatenate(q),
                       np.concatenate(ply))
+    if cut_ply is not None:
+        data.cut_share = cut_count / max(1, len(data))
+    return data
 
 
 class SymmetryAugment:
