@@ -153,3 +153,12 @@ def test_strong_preset_is_the_defaults_run_longer():
     assert len(strong.pop("generations")) == 18
     default.pop("generations")
     assert strong == default
+
+
+def test_a_long_temperature_share_under_gumbel_is_refused_by_name():
+    with pytest.raises(ParamsError, match="selfplay.long_temperature_share: 0.25 needs mcts.algorithm: puct"):
+        parse_params({"mcts": {"algorithm": "gumbel", "reuse_tree": False, "forced_playouts": 0.0},
+                      "selfplay": {"long_temperature_share": 0.25}})
+    p = parse_params({"selfplay": {"long_temperature_share": 0.25, "long_temperature_moves": 30}})
+    assert p.selfplay.config().long.share == 0.25 and p.selfplay.config().long.moves == 30
+    assert parse_params({}).selfplay.config().long is None

@@ -628,3 +628,32 @@ def test_forced_playouts_visit_every_move_and_leave_the_target_pruned():
     np.testing.assert_array_equal(match.visits[0], run(0.0, False)[0].visits[0])
     with pytest.raises(ValueError, match="forced_playouts is PUCT's"):
         SearchConfig(algorithm="gumbel", reuse_tree=False, forced_playouts=2.0)
+
+
+def test_a_share_of_games_samples_its_moves_for_longer():
+    """selfplay.long_temperature_share: each game draws from its own
+    generator whether it samples for long.moves plies; the others keep the
+    schedule's horizon, past which every move is the most-visited."""
+    from zeroloop.engine.selfplay import LongTemperature
+
+    game = make_game("connect4")
+    seeds = [np.random.SeedSequence([11, k]) for k in range(24)]
+    cfg, sched = SearchConfig(simulations=8), MoveSchedule(temperature=1.0, temperature_moves=2)
+
+    def sampled_late(long):
+        """Per game: whether a move from ply 2 on was below the most-visited."""
+        records = play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=6,
+                                      long=long)
+        out = []
+        for r in records:
+            played = r.policies[np.arange(len(r.actions)), r.actions]
+            out.append(bool((played < r.policies.max(axis=1))[2:].any()))
+        return out, [r.actions for r in records]
+
+    plain, plain_games = sampled_late(None)
+    assert not any(plain)  # past ply 2 the most-visited move, always
+    mixed, mixed_games = sampled_late(LongTemperature(share=0.5, moves=42))
+    assert 0 < sum(mixed) < len(mixed)  # some games sampled on, some did not
+    assert mixed_games != plain_games
+    with pytest.raises(ValueError, match="share=0.0 must be in"):
+        LongTemperature(share=0.0, moves=30)

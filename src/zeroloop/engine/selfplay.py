@@ -76,10 +76,29 @@ class LateSearch:
                              "must be >= 1")
 
 
+@dataclass(frozen=True)
+class LongTemperature:
+    """A share of the games sample their moves for longer: each game draws,
+    first thing from its own generator, whether it is one of them (with
+    probability ``share``); those sample at the schedule's temperature for
+    ``moves`` plies instead of the schedule's ``temperature_moves``. More
+    positions away from the search's choice (which the raw policy lacks)
+    while most games keep to it (round 17, docs/strength.md)."""
+
+    share: float
+    moves: int
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.share <= 1.0 or self.moves < 0:
+            raise ValueError(f"long temperature: share={self.share} must be in (0, 1] "
+                             f"and moves={self.moves} >= 0")
+
+
 @dataclass
 class _Running:
     index: int
     rng: np.random.Generator
+    schedule: MoveSchedule | None = None
     actions: list[int] = field(default_factory=list)
     policies: list[np.ndarray] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
@@ -90,7 +109,8 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
                         seeds: Sequence[np.random.SeedSequence], *, in_flight: int = 64,
                         on_game: Callable[[int, GameRecord], None] | None = None,
                         stats: SearchStats | None = None, cap: PlayoutCap | None = None,
-                        opening_plies: int = 0, late: LateSearch | None = None) -> list[GameRecord]:
+                        opening_plies: int = 0, late: LateSearch | None = None,
+                        long: LongTemperature | None = None) -> list[GameRecord]:
     """Play one game of the evaluator against itself per seed; the records
     come back in the order of ``seeds``.
 
@@ -116,6 +136,10 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
     ``late.from_ply`` or later run ``late.simulations`` simulations (at most
     the config's). Each game's moves are drawn as without it, so the games
     agree with those of a run without it up to that ply.
+
+    With ``long`` (:class:`LongTemperature`), each game first draws from its
+    own generator whether it samples for ``long.moves`` plies; the draw
+    shifts its generator, so its games differ from a run without it.
     """
     if not seeds:
         return []
@@ -133,7 +157,9 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
         if i is None:
             return
         rng = np.random.default_rng(seeds[i])
-        rec = _Running(i, rng)
+        rec = _Running(i, rng, schedule)
+        if long is not None and rng.random() < long.share:
+            rec.schedule = MoveSchedule(temperature=schedule.temperature, temperature_moves=long.moves)
         state = game.initial_state()
         for _ in range(int(rng.integers(opening_plies + 1)) if opening_plies else 0):
             legal = np.flatnonzero(game.legal_mask(state))
@@ -171,7 +197,8 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
             res = mcts.search(group, add_noise=is_full, simulations=sims)
             # PUCT: sampled from the visits, which are the target; Gumbel: the halving's winner,
             # the improved policy the target
-            actions = chosen_moves(res, [mcts.root_state(slot).ply for slot in group], schedule,
+            actions = chosen_moves(res, [mcts.root_state(slot).ply for slot in group],
+                                   schedule if long is None else [running[slot].schedule for slot in group],
                                    [running[slot].rng for slot in group])
             for j, (slot, action) in enumerate(zip(group, actions)):
                 rec = running[slot]

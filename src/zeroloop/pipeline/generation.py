@@ -55,7 +55,7 @@ def selfplay_job(p: Params, model: str | None, seed: int) -> SelfplayJob:
     """Self-play as params.yaml sets it (``mcts``, ``selfplay``, ``runtime.device`` and ``precision``)."""
     s, r = p.selfplay.config(), p.runtime
     return SelfplayJob(game=p.game, model=model, games=s.games, search=p.mcts.config(), schedule=s.schedule,
-                       cap=s.cap, opening_plies=s.opening_plies, late=s.late,
+                       cap=s.cap, opening_plies=s.opening_plies, late=s.late, long=s.long,
                        seed=seed, shard_games=s.shard_games, device=r.device, eval_batch=s.eval_batch,
                        in_flight=r.games_in_flight, eval_cache=r.eval_cache, precision=r.precision)
 

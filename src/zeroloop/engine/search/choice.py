@@ -22,11 +22,14 @@ from zeroloop.engine.search.tree import BatchedMCTS, SearchResult
 GREEDY = MoveSchedule(temperature=0.0, temperature_moves=0)
 
 
-def chosen_moves(result: SearchResult, plies: Sequence[int], schedule: MoveSchedule = GREEDY,
+def chosen_moves(result: SearchResult, plies: Sequence[int],
+                 schedule: MoveSchedule | Sequence[MoveSchedule] = GREEDY,
                  rng: np.random.Generator | Sequence[np.random.Generator] | None = None) -> list[int]:
     """The move played after each row of ``result`` (``[S]`` moves).
 
     plies: ``[S]`` the ply of each searched position (the schedule's clock).
+    schedule: one for all rows, or one per row (self-play games whose
+        temperature lasts a different number of plies).
     rng: one generator for all rows, drawn from in row order, or one per row
         (self-play: each game its own); needed only when a PUCT row is sampled
         at a temperature above 0.
@@ -36,9 +39,10 @@ def chosen_moves(result: SearchResult, plies: Sequence[int], schedule: MoveSched
     if len(plies) != len(result.visits):
         raise ValueError(f"{len(plies)} plies for {len(result.visits)} searched positions")
     rngs = rng if isinstance(rng, Sequence) else [rng] * len(plies)
+    schedules = schedule if isinstance(schedule, Sequence) else [schedule] * len(plies)
     out = []
-    for visits, ply, r in zip(result.visits, plies, rngs, strict=True):
-        temperature = schedule.temperature_at(ply)
+    for visits, ply, r, sched in zip(result.visits, plies, rngs, schedules, strict=True):
+        temperature = sched.temperature_at(ply)
         if temperature > 0 and r is None:
             raise ValueError(f"a move sampled at temperature {temperature} needs a random generator")
         out.append(choose_move(visits, temperature, r))

@@ -31,6 +31,7 @@ from zeroloop.engine.search import MoveSchedule, SearchConfig, SearchStats
 from zeroloop.engine.selfplay import (
     GameRecord,
     LateSearch,
+    LongTemperature,
     PlayoutCap,
     play_selfplay_games,
     records_to_arrays,
@@ -75,6 +76,11 @@ class SelfplayConfig:
         simulations instead of ``mcts.simulations`` (at most that many), still
         trained on: the opening keeps the full search, later moves cost less.
         0: every move ``mcts.simulations``.
+    long_temperature_share, long_temperature_moves: a share of the games
+        (each drawn from the game's own generator) sample their moves for
+        ``long_temperature_moves`` plies instead of ``temperature_moves``:
+        positions away from the search's choice, most games kept to it.
+        0: every game the same (PUCT only; under Gumbel the search chooses).
     """
 
     games: Annotated[int, at.Ge(1)] = 256
@@ -87,6 +93,8 @@ class SelfplayConfig:
     opening_plies: Annotated[int, at.Interval(ge=0, le=100)] = 0
     late_simulations: Annotated[int, at.Interval(ge=0, le=100_000)] = 0
     late_ply: Annotated[int, at.Interval(ge=1, le=10_000)] = 12
+    long_temperature_share: Annotated[float, at.Interval(ge=0, le=1)] = 0.0
+    long_temperature_moves: Annotated[int, at.Interval(ge=0, le=10_000)] = 30
 
     def __post_init__(self) -> None:
         check_fields(self, "selfplay")
@@ -100,6 +108,12 @@ class SelfplayConfig:
     @property
     def late(self) -> LateSearch | None:
         return LateSearch(self.late_ply, self.late_simulations) if self.late_simulations else None
+
+    @property
+    def long(self) -> LongTemperature | None:
+        if not self.long_temperature_share:
+            return None
+        return LongTemperature(self.long_temperature_share, self.long_temperature_moves)
 
     @property
     def schedule(self) -> MoveSchedule:
@@ -124,6 +138,7 @@ class SelfplayJob:
     cap: PlayoutCap | None = None
     opening_plies: int = 0
     late: LateSearch | None = None
+    long: LongTemperature | None = None
     seed: int = 0
     shard_games: int = 64
     device: str = "auto"
@@ -170,6 +185,7 @@ class SelfplayJob:
             **({"playout_cap": asdict(self.cap)} if self.cap else {}),
             **({"opening_plies": self.opening_plies} if self.opening_plies else {}),
             **({"late_search": asdict(self.late)} if self.late else {}),
+            **({"long_temperature": asdict(self.long)} if self.long else {}),
             # as resolved on this machine; fp32 is left out, so that shards made before the key
             # existed are still reused
             **({"precision": p} if (p := self._precision()) != "fp32" else {}),
@@ -291,7 +307,7 @@ def _play_shards(task: _WorkerTask, tick: Tick) -> _WorkerResult:
 
     play_selfplay_games(game, evaluator, job.search, job.schedule, seeds, in_flight=job.in_flight,
                         on_game=finished, stats=stats, cap=job.cap, opening_plies=job.opening_plies,
-                        late=job.late)
+                        late=job.late, long=job.long)
     stats.cache_hits += evaluator.hits - before[0]
     stats.network_rows += evaluator.computed - before[1]
     return _WorkerResult(results, stats)

@@ -385,6 +385,10 @@ class Params(_Section):
         if late > sims:
             raise ValueError(f"selfplay.late_simulations: {late} must be at most mcts.simulations ({sims}), "
                              "the opening's search (0: off)")
+        if self.selfplay.long_temperature_share and self.mcts.algorithm != "puct":
+            share = self.selfplay.long_temperature_share
+            raise ValueError(f"selfplay.long_temperature_share: {share} needs mcts.algorithm: puct "
+                             f"(under {self.mcts.algorithm} the search chooses the move; 0: off)")
         return self
 
     def make_game(self) -> Game:
