@@ -98,7 +98,7 @@ class LongTemperature:
 class _Running:
     index: int
     rng: np.random.Generator
-    schedule: MoveSchedule | None = None
+    schedule: MoveSchedule  # the game's own: the long one for a game drawn to sample longer
     actions: list[int] = field(default_factory=list)
     policies: list[np.ndarray] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
@@ -198,7 +198,7 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
             # PUCT: sampled from the visits, which are the target; Gumbel: the halving's winner,
             # the improved policy the target
             actions = chosen_moves(res, [mcts.root_state(slot).ply for slot in group],
-                                   schedule if long is None else [running[slot].schedule for slot in group],
+                                   [running[slot].schedule for slot in group],
                                    [running[slot].rng for slot in group])
             for j, (slot, action) in enumerate(zip(group, actions)):
                 rec = running[slot]

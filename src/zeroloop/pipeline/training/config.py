@@ -73,8 +73,9 @@ class TrainConfig:
         more plies (``selfplay.temperature_moves``) without their noise in
         the earlier positions' results: with ``k`` at the old temperature
         horizon, their results come from the search's value there, not from
-        the extra sampled moves after it. The mix with ``value_q_weight`` applies on top; the
-        train report gives the share of positions cut (``value_cut_share``).
+        the extra sampled moves after it. The mix with ``value_q_weight``
+        applies on top; the train report gives the share of positions cut
+        (``value_cut_share``).
     dedup: train on each distinct position of the window once, with its
         policy, result and search-value targets averaged over its occurrences
         (the Oracle Connect Four series); false: every occurrence is a sample.

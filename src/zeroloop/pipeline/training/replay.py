@@ -72,6 +72,13 @@ class ReplayData:
         return ((1.0 - w) * self.z + w * self.q).astype(np.float32)
 
 
+def _plies(lengths: np.ndarray) -> np.ndarray:
+    """``[N]`` int64: each position's ply, its index within its game, from a
+    shard's ``[G]`` game lengths."""
+    lengths = lengths.astype(np.int64)
+    return np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+
+
 def cut_at_sampled_moves(arrays: dict[str, np.ndarray], from_ply: int) -> tuple[np.ndarray, np.ndarray]:
     """A shard's value results with each game's return cut at its sampled moves.
 
@@ -90,8 +97,7 @@ def cut_at_sampled_moves(arrays: dict[str, np.ndarray], from_ply: int) -> tuple[
     played = policy[np.arange(len(actions)), actions]
     lengths = arrays["lengths"].astype(np.int64)
     starts = np.cumsum(lengths) - lengths
-    ply = np.arange(len(actions)) - np.repeat(starts, lengths)
-    sampled = (played < policy.max(axis=1)) & (ply >= from_ply)
+    sampled = (played < policy.max(axis=1)) & (_plies(lengths) >= from_ply)
     value = arrays["value"].astype(np.float32)
     z = arrays["z"].astype(np.float32)
     cut = np.zeros(len(actions), np.bool_)
@@ -130,9 +136,7 @@ def load_replay(game: Game, shards: Sequence[str | Path], cut_ply: int | None = 
             z.append(cut_z[keep])
             cut_count += int(cut[keep].sum())
         q.append(arrays["value"][keep].astype(np.float32))
-        lengths = arrays["lengths"].astype(np.int64)  # a position's ply: its index within its game
-        starts = np.repeat(np.cumsum(lengths) - lengths, lengths)
-        ply.append((np.arange(len(starts)) - starts).astype(np.float32)[keep])
+        ply.append(_plies(arrays["lengths"]).astype(np.float32)[keep])
     if not planes:
         raise ValueError("the replay window holds no shards")
     data = ReplayData(np.concatenate(planes), np.concatenate(policy), np.concatenate(z), np.concatenate(q),
