@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
 done
 PIP=${PIP:-$ROOT/.venv/bin/pip}
 [ -x "$PIP" ] || PIP="python3 -m pip"
-req() { grep -E "\"($1)[=<>!]" "$ROOT/pyproject.toml" | head -1 | tr -d ' ",'; }
+req() { grep -oE "\"($1)[=<>!][^\"]*\"" "$ROOT/pyproject.toml" | head -1 | tr -d '"'; }
 ALL=$(mktemp -d); trap 'rm -rf "$ALL"' EXIT
 PLAT=""; for n in 17 24 26 27 28 31 34; do PLAT="$PLAT --platform manylinux_2_${n}_x86_64"; done
 # antlr4-python3-runtime (hydra-core's, for DVC) is published as a source archive only: build its wheel here

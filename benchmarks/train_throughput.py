@@ -34,7 +34,12 @@ def main() -> None:
     from zeroloop.engine.nn import NetConfig, PolicyValueNet
     from zeroloop.pipeline.runtime.process import quiet_libraries
     from zeroloop.pipeline.training.config import TrainConfig
-    from zeroloop.pipeline.training.module import alphazero_loss, fit_network
+    from zeroloop.pipeline.training.module import (
+        alphazero_loss,
+        channels_last_on,
+        fit_network,
+        lightning_device,
+    )
     from zeroloop.pipeline.training.replay import ReplayData
 
     quiet_libraries()
@@ -77,6 +82,8 @@ def main() -> None:
     net = PolicyValueNet.for_game(game, cfg)
     t0 = time.perf_counter()
     once = TrainConfig(epochs=1, batch_size=a.batch, val_fraction=0.0)  # channels_last, as the default
+    layout_cl = channels_last_on(once, lightning_device(a.device)[0])  # the CPU only
+    layout, raw_same = ("channels-last", raw_cl) if layout_cl else ("NCHW", raw)
     fit_network(net, game, ReplayData(planes, policy, z, z.copy()), once,
                 device=a.device, progress=False)
     lit = (a.samples // a.batch) * a.batch / (time.perf_counter() - t0)
@@ -88,10 +95,10 @@ def main() -> None:
     print(f"net {a.blocks}x{a.channels}, batch {a.batch}, {where}, {a.samples} samples")
     print(f"raw PyTorch loop, NCHW:          {raw:8.0f} samples/s")
     print(f"raw PyTorch loop, channels-last: {raw_cl:8.0f} samples/s")
-    print(f"Lightning fit (channels-last):   {lit:8.0f} samples/s "
-          "(augmentation on, trainer start-up included)")
+    print(f"Lightning fit ({layout}):{' ' * (18 - len(layout))}{lit:8.0f} samples/s "
+          "(augmentation on, trainer start-up included; the train stage's layout here)")
     print(f"ratio channels-last / NCHW (raw): {raw_cl / raw:.3f}")
-    print(f"ratio Lightning / raw channels-last: {lit / raw_cl:.3f}")
+    print(f"ratio Lightning / raw {layout}: {lit / raw_same:.3f}")
 
 
 if __name__ == "__main__":

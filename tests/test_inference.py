@@ -178,3 +178,14 @@ def test_int8_quantises_every_trunk_convolution(trained):
     for conv in convs:
         if conv not in trunk:
             assert made_by.get(conv.input[1]) is None, conv.name  # an initializer: float weights
+
+
+def test_auto_precision_is_fp32_on_a_gpu_even_where_bf16_is_native(monkeypatch):
+    """On an H100 self-play ran fp32 1.26x bf16 at the pipeline's batch (docs/speed.md), so
+    ``auto`` does not take bf16 on CUDA whatever the GPU supports."""
+    from zeroloop.engine.nn.inference import precision_name
+
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert precision_name("auto", torch.device("cuda")) == "fp32"
+    assert precision_name("auto", torch.device("cuda:1")) == "fp32"
+    assert precision_name("bf16", torch.device("cuda")) == "bf16"  # still there when asked for

@@ -307,3 +307,14 @@ def test_channels_last_training_is_stored_in_the_default_layout_and_matches_nchw
     with torch.no_grad():
         (la, va), (lb, vb) = nets[False](x), nets[True](x)
     assert torch.allclose(la, lb, atol=1e-3) and torch.allclose(va, vb, atol=1e-3)
+
+
+def test_channels_last_applies_on_the_cpu_only():
+    """cuDNN trained the 5x64 net at 0.64x in channels-last on an H100 (docs/speed.md): a GPU
+    trains NCHW whatever ``train.channels_last`` says; the CPU follows it."""
+    from zeroloop.pipeline.training.module import channels_last_on, lightning_device
+
+    assert channels_last_on(TrainConfig(), lightning_device("cpu")[0])
+    assert not channels_last_on(TrainConfig(channels_last=False), "cpu")
+    assert not channels_last_on(TrainConfig(), lightning_device("cuda")[0])
+    assert not channels_last_on(TrainConfig(), lightning_device("cuda:1")[0])

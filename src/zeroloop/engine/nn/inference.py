@@ -100,12 +100,18 @@ def fast_int8(device: torch.device) -> bool:
 
 def precision_name(precision: str, device: torch.device) -> str:
     """``auto`` resolved for ``device``: int8 on x86-64 CPUs (:func:`fast_int8`),
-    else bf16 where native (:func:`native_bf16`), else fp32. Other names
+    else bf16 on a CPU that computes it natively (:func:`native_bf16`), else
+    fp32, on a GPU too: the net is small, so a CUDA call is bound by its
+    launches and bf16's casts cost more than its arithmetic saves (on an H100,
+    self-play ran fp32 1.26x bf16 at the pipeline's batch of 32 and 1.07x at
+    512, measured in one run: docs/speed.md), and IEEE fp32 answers as the
+    CPU does. Other names
     checked and returned. ``fp16`` is refused on the CPU, where it has no fast
     kernels (23x slower than fp32 on a Zen 4 EPYC at batch 32; bf16 was 1.8x
     faster), ``int8`` on a GPU."""
     if precision == "auto":
-        return "int8" if fast_int8(device) else "bf16" if native_bf16(device) else "fp32"
+        cpu_bf16 = device.type == "cpu" and native_bf16(device)
+        return "int8" if fast_int8(device) else "bf16" if cpu_bf16 else "fp32"
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: expected one of {', '.join(PRECISIONS)}")
     if precision == "int8" and device.type != "cpu":
@@ -130,9 +136,9 @@ class NetworkEvaluator:
 
     Runs :func:`inference_net` of the given net (the net itself is left as it
     is, for training), in eval mode under ``torch.inference_mode``, in
-    ``precision`` (``fp32``, ``bf16``, ``fp16`` on CUDA, or ``auto``: bf16
-    where the device computes it natively, else fp32; the answers are returned
-    as float32 either way). On CUDA the planes go through a pinned
+    ``precision`` (``fp32``, ``bf16``, ``fp16`` on CUDA, ``int8`` on the CPU,
+    or ``auto``: :func:`precision_name`; the answers are returned as float32
+    either way). On CUDA the planes go through a pinned
     host buffer, copied without blocking, and ``fp32`` means IEEE fp32:
     PyTorch runs CUDA convolutions in TF32 by default (10-bit mantissa; on an
     H100 the shipped net's priors moved by up to 4e-4 from the CPU's), so an

@@ -117,6 +117,7 @@ class AlphaZeroModule(pl.LightningModule):
         self._gen = torch.Generator().manual_seed(seed)
         self._decayed = decayed_parameters(net, optim.decay_norm_and_bias)
         self.average: WeightAverage | None = None  # made on the training device when fitting starts
+        self.channels_last = optim.channels_last  # fit_network keeps NCHW on a GPU (channels_last_on)
         # no save_hyperparameters: the parent MLflow run holds every param, and a
         # rerun into the same generation run may not change logged params
 
@@ -127,7 +128,7 @@ class AlphaZeroModule(pl.LightningModule):
         planes, pi, z = batch
         if stage == "train" and self.augment is not None:
             planes, pi = self.augment.random(planes, pi, self._gen)
-        if self.optim.channels_last:
+        if self.channels_last:
             planes = planes.contiguous(memory_format=torch.channels_last)
         logits, value = self.net(planes)
         parts = alphazero_loss(logits, value, pi, z, self._decayed, self.optim.l2)
@@ -193,6 +194,13 @@ def lightning_device(device: str) -> tuple[str, int | list[int]]:
     raise ValueError(f"device {device!r}: expected auto, cpu or cuda[:N]")
 
 
+def channels_last_on(optim: TrainConfig, accelerator: str) -> bool:
+    """Whether training runs channels-last: ``train.channels_last`` on the CPU, where
+    oneDNN's convolutions run faster in it; never on a GPU, where cuDNN ran the 5x64 net's
+    raw training loop at 0.64x NCHW's speed on an H100 (docs/speed.md)."""
+    return optim.channels_last and accelerator == "cpu"
+
+
 def fit_network(net: PolicyValueNet, game: Game, data: ReplayData, optim: TrainConfig, *, seed: int = 0,
                 device: str = "auto", logger=False, progress: bool = True) -> dict[str, float]:
     """Train ``net`` in place on ``data`` with the real Lightning trainer
@@ -205,9 +213,10 @@ def fit_network(net: PolicyValueNet, game: Game, data: ReplayData, optim: TrainC
     dm = ReplayDataModule(data, batch_size=optim.batch_size, val_fraction=optim.val_fraction, seed=seed,
                           q_weight=optim.value_q_weight, q_weight_late=optim.value_q_weight_late,
                           q_weight_ply=optim.value_q_weight_ply)
-    if optim.channels_last:
-        net.to(memory_format=torch.channels_last)
     accelerator, devices = lightning_device(device)
+    module.channels_last = channels_last_on(optim, accelerator)
+    if module.channels_last:
+        net.to(memory_format=torch.channels_last)
     trainer = pl.Trainer(
         max_epochs=optim.epochs, accelerator=accelerator, devices=devices, logger=logger,
         enable_checkpointing=False, enable_progress_bar=progress, enable_model_summary=False,
