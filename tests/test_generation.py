@@ -255,3 +255,26 @@ def test_cutting_results_at_sampled_moves_reaches_training_and_is_off_by_default
     assert share == 0.0 and never == plain
     cut, share = retrain(0)
     assert 0.0 < share <= 1.0 and cut != plain
+
+
+def test_an_opponent_head_is_trained_on_the_replies_and_kept_in_the_model(tmp_path):
+    """net.opponent_policy: the train report gives the head's loss, the candidate
+    keeps the head and a search plays with it; without it, neither."""
+    gens = {"1": {"prev": 0}}
+    on = _params(net={"blocks": 1, "channels": 8, "value_hidden": 8, "opponent_policy": True},
+                 generations=gens)
+    layout = Layout(tmp_path)
+    init_step(on, layout)
+    selfplay_step(on, layout, 1, 0, progress=False)
+    report = train_step(on, layout, 1, 0, progress=False)
+    assert report["train_opponent_policy_loss"] > 0
+    net, _, _ = load_model(layout.model(1, "candidate"), on.make_game())
+    assert net.has_opponent_head
+    gate, _ = gate_step(on, layout, 1, 0, progress=False)  # searches with it, inference net and all
+    assert gate["games"] > 0
+
+    off = Layout(tmp_path / "off")
+    p = _params(generations=gens)
+    init_step(p, off)
+    selfplay_step(p, off, 1, 0, progress=False)
+    assert not any("opponent" in k for k in train_step(p, off, 1, 0, progress=False))

@@ -172,3 +172,54 @@ def test_results_are_cut_at_sampled_moves_from_the_given_ply():
     assert z0[5:].tolist() == pytest.approx([-0.25, 0.25, 0.0]) and cut0[5:].tolist() == [True, True, False]
     z_late, cut_late = cut_at_sampled_moves(arrays, 4)  # no sampled move from ply 4: the results stand
     assert not cut_late.any() and z_late.tolist() == arrays["z"].astype(np.float32).tolist()
+
+
+def test_the_opponent_reply_target_is_the_next_positions_policy_within_its_game():
+    """net.opponent_policy: position t's target is the policy target of position
+    t + 1 of the same game, none (zeros) after a game's last move."""
+    from zeroloop.pipeline.training.replay import next_policies
+
+    arrays = _shard_arrays([([[0.5, 0.5], [1.0, 0.0], [0.25, 0.75]], [0, 0, 1], [0, 0, 0], [1, -1, 1]),
+                            ([[0.0, 1.0], [0.75, 0.25]], [1, 0], [0, 0], [0, 0])])
+    nxt = next_policies(arrays["policy"].astype(np.float32), arrays["lengths"])
+    assert nxt.tolist() == [[1.0, 0.0], [0.25, 0.75], [0.0, 0.0], [0.75, 0.25], [0.0, 0.0]]
+
+
+def test_the_opponent_head_is_for_training_only_and_off_by_default():
+    """Without the option the net and its stored header are as before it; with it,
+    a third head answers per move, the inference net drops it and answers as the net."""
+    from zeroloop.engine.nn.inference import inference_net
+
+    game = make_game("connect4")
+    torch.manual_seed(0)
+    plain = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8))
+    torch.manual_seed(0)
+    with_head = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8,
+                                                        opponent_policy=True))
+    assert "opponent_policy" not in plain.config.to_dict() and not plain.has_opponent_head
+    assert with_head.config.to_dict()["opponent_policy"] is True and with_head.has_opponent_head
+    for name, tensor in plain.state_dict().items():  # the shared parts start alike
+        assert torch.equal(tensor, with_head.state_dict()[name]), name
+    x = torch.randn(3, plain.planes, game.rows, game.cols)
+    with_head.eval()
+    logits, value, reply = with_head.forward_with_opponent(x)
+    assert reply.shape == logits.shape == (3, game.num_actions) and not torch.equal(reply, logits)
+    folded = inference_net(with_head)
+    assert not folded.has_opponent_head
+    got = folded(x)
+    assert torch.allclose(got[0], logits, atol=1e-5) and torch.allclose(got[1], value, atol=1e-5)
+
+
+def test_the_opponent_target_goes_through_the_positions_symmetry():
+    from zeroloop.pipeline.training.replay import SymmetryAugment
+
+    game = make_game("connect4")
+    aug = SymmetryAugment(game)
+    planes = torch.randn(4, 4, game.rows, game.cols)
+    policy, reply = torch.rand(4, game.num_actions), torch.rand(4, game.num_actions)
+    which = torch.arange(4) % aug.count
+    p2, pol2 = aug.apply(planes, policy, which)
+    p3, pol3, reply3 = aug.apply(planes, policy, which, reply)
+    assert torch.equal(p2, p3) and torch.equal(pol2, pol3)
+    assert torch.equal(reply3, aug.apply(planes, reply, which)[1])
+    assert not torch.equal(reply3, reply)  # the mirror moved it

@@ -163,13 +163,14 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
     game = p.make_game()
     entries = replay_window(p, layout, gen, prev)
     cfg = p.train.config().for_generation(gen)
-    data = load_replay(game, checked_shards(entries), cut_ply=cfg.value_cut_ply)
+    start = layout.model(prev, "candidate") if cfg.start_from == "candidate" else layout.model(prev)
+    net, _, meta = load_model(start, game)
+    data = load_replay(game, checked_shards(entries), cut_ply=cfg.value_cut_ply,
+                       opponent=net.has_opponent_head)
     cut_share = data.cut_share
     occurrences = len(data)
     if cfg.dedup:
         data = data.deduplicated()
-    start = layout.model(prev, "candidate") if cfg.start_from == "candidate" else layout.model(prev)
-    net, _, meta = load_model(start, game)
     t0 = time.perf_counter()
     losses = fit_network(net, game, data, cfg, seed=derive_seed(p.seed, "train", gen),
                          device=p.runtime.device, logger=logger, progress=progress)

@@ -2,7 +2,8 @@
 
 Input ``x``: ``[B, P, H, W]`` planes from the side to move (P = 4 for most games; see
 :mod:`zeroloop.engine.games.base`). Output: policy logits ``[B, A]`` and value
-``[B]`` in (-1, 1) from the side to move.
+``[B]`` in (-1, 1) from the side to move (and, for training, the opponent's
+reply where the net has that head).
 """
 
 from __future__ import annotations
@@ -25,17 +26,28 @@ class NetConfig:
     channels: filters per convolution (AlphaZero: 256; a 6x7 board learns
         well with far less).
     value_hidden: units of the value head's hidden layer (AlphaZero: 256).
+    opponent_policy: a third head, trained to predict the opponent's reply
+        (the search's policy at the next position of the game, KataGo's
+        auxiliary policy target): more to learn from each position, at the
+        cost of one small head in training; searching never runs it (the
+        inference net drops it). Its loss weight is ``train.opponent_policy_weight``.
     """
 
     blocks: Annotated[int, at.Interval(ge=1, le=40)] = 5
     channels: Annotated[int, at.Interval(ge=4, le=512)] = 64
     value_hidden: Annotated[int, at.Interval(ge=1, le=1024)] = 64
+    opponent_policy: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self, "net")
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields, for a model file's header; ``opponent_policy`` only when set,
+        so a net without the head is stored byte for byte as before the option."""
+        d = asdict(self)
+        if not self.opponent_policy:
+            del d["opponent_policy"]
+        return d
 
 
 class ResidualBlock(nn.Module):
@@ -69,13 +81,29 @@ class PolicyValueNet(nn.Module):
         self.value_conv = nn.Sequential(nn.Conv2d(c, 1, 1, bias=False), nn.BatchNorm2d(1), nn.ReLU())
         self.value_fc = nn.Sequential(
             nn.Linear(rows * cols, config.value_hidden), nn.ReLU(), nn.Linear(config.value_hidden, 1))
+        if config.opponent_policy:  # made last: the other heads' initial weights stay as without it
+            self.opponent_conv = nn.Sequential(nn.Conv2d(c, 2, 1, bias=False), nn.BatchNorm2d(2), nn.ReLU())
+            self.opponent_fc = nn.Linear(2 * rows * cols, num_actions)
 
     @classmethod
     def for_game(cls, game: Game, config: NetConfig) -> PolicyValueNet:
         return cls(game.rows, game.cols, game.num_actions, config, input_planes(game))
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.trunk(self.stem(x))  # [B, C, H, W]
+        return self._heads(self.trunk(self.stem(x)))
+
+    def _heads(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         logits = self.policy_fc(self.policy_conv(h).flatten(1))  # [B, A]
         value = torch.tanh(self.value_fc(self.value_conv(h).flatten(1))).squeeze(1)  # [B]
         return logits, value
+
+    @property
+    def has_opponent_head(self) -> bool:
+        return hasattr(self, "opponent_fc")
+
+    def forward_with_opponent(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Policy logits, value and the opponent head's logits ``[B, A]`` for its
+        reply (:attr:`NetConfig.opponent_policy`; training only)."""
+        h = self.trunk(self.stem(x))
+        logits, value = self._heads(h)
+        return logits, value, self.opponent_fc(self.opponent_conv(h).flatten(1))

@@ -101,6 +101,9 @@ class TrainConfig:
         earlier runs. The saved network is the same either way up to
         floating-point rounding; it is stored in the default layout. A GPU
         trains NCHW either way (cuDNN ran channels-last at 0.64x on an H100).
+    opponent_policy_weight: the weight of the opponent-reply head's
+        cross-entropy in the loss, for a net that has that head
+        (``net.opponent_policy``; KataGo weighs it 0.15); no effect otherwise.
     """
 
     replay_generations: Annotated[int, at.Interval(ge=1, le=1000)] = 4
@@ -130,6 +133,7 @@ class TrainConfig:
     val_fraction: Annotated[float, at.Interval(ge=0, lt=0.5)] = 0.05
     ema_decay: Annotated[float, at.Interval(ge=0, lt=1)] = 0.0
     channels_last: bool = True
+    opponent_policy_weight: Annotated[float, at.Interval(ge=0, le=10)] = 0.15
 
     def __post_init__(self) -> None:
         check_fields(self, "train")

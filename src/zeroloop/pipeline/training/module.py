@@ -93,8 +93,10 @@ class ReplayDataModule(pl.LightningDataModule):
 
     def _dataset(self, idx: np.ndarray) -> TensorDataset:
         d = self.data
-        return TensorDataset(torch.from_numpy(d.planes[idx]), torch.from_numpy(d.policy[idx]),
-                             torch.from_numpy(self.value[idx]))
+        columns = [d.planes[idx], d.policy[idx], self.value[idx]]
+        if d.opponent is not None:
+            columns.append(d.opponent[idx])
+        return TensorDataset(*(torch.from_numpy(c) for c in columns))
 
     def train_dataloader(self) -> DataLoader:
         gen = torch.Generator().manual_seed(self.seed)
@@ -125,13 +127,19 @@ class AlphaZeroModule(pl.LightningModule):
         return self.net(x)
 
     def _step(self, batch, stage: str) -> torch.Tensor:
-        planes, pi, z = batch
+        planes, pi, z, *reply = batch  # reply: the opponent's, where the net has that head
         if stage == "train" and self.augment is not None:
-            planes, pi = self.augment.random(planes, pi, self._gen)
+            planes, pi, *reply = self.augment.random(planes, pi, self._gen, *reply)
         if self.channels_last:
             planes = planes.contiguous(memory_format=torch.channels_last)
-        logits, value = self.net(planes)
+        if reply:
+            logits, value, reply_logits = self.net.forward_with_opponent(planes)
+        else:
+            logits, value = self.net(planes)
         parts = alphazero_loss(logits, value, pi, z, self._decayed, self.optim.l2)
+        if reply:
+            parts["opponent_policy_loss"] = -(reply[0] * F.log_softmax(reply_logits, dim=1)).sum(dim=1).mean()
+            parts["loss"] = parts["loss"] + self.optim.opponent_policy_weight * parts["opponent_policy_loss"]
         with torch.no_grad():
             # the policy's entropy floor: cross-entropy minus this is the KL to the target
             target_entropy = -(pi * torch.log(pi.clamp_min(1e-12))).sum(1).mean()

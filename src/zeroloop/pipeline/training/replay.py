@@ -20,7 +20,10 @@ class ReplayData:
     to 1), z ``[N]`` float32 results and q ``[N]`` float32 root search values,
     both from the side to move; ply ``[N]`` float32, the moves played before
     the position in its game (None where unknown); cut_share: the share of
-    positions whose result was cut at a sampled move (None: no cut asked)."""
+    positions whose result was cut at a sampled move (None: no cut asked);
+    opponent ``[N, A]`` float32, the policy target of the next position of
+    the position's game, the opponent's reply (all zeros after a game's
+    last move; None where not asked for)."""
 
     planes: np.ndarray
     policy: np.ndarray
@@ -28,6 +31,7 @@ class ReplayData:
     q: np.ndarray
     ply: np.ndarray | None = None
     cut_share: float | None = None
+    opponent: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.z)
@@ -54,7 +58,8 @@ class ReplayData:
             return (total / counts[order].reshape((-1,) + (1,) * (x.ndim - 1))).astype(np.float32)
 
         return ReplayData(self.planes[first[order]], mean(self.policy), mean(self.z), mean(self.q),
-                          None if self.ply is None else mean(self.ply))
+                          None if self.ply is None else mean(self.ply),
+                          opponent=None if self.opponent is None else mean(self.opponent))
 
     def value_target(self, q_weight: float, late_weight: float | None = None, late_ply: int = 1
                      ) -> np.ndarray:
@@ -77,6 +82,16 @@ def _plies(lengths: np.ndarray) -> np.ndarray:
     shard's ``[G]`` game lengths."""
     lengths = lengths.astype(np.int64)
     return np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+
+
+def next_policies(policy: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``[N, A]``: each position's next position's row of ``policy`` within its
+    game (the opponent's reply, as the search saw it), zeros after a game's
+    last move; games of ``lengths`` laid end to end."""
+    nxt = np.zeros_like(policy)
+    nxt[:-1] = policy[1:]
+    nxt[np.cumsum(lengths.astype(np.int64)) - 1] = 0.0
+    return nxt
 
 
 def cut_at_sampled_moves(arrays: dict[str, np.ndarray], from_ply: int) -> tuple[np.ndarray, np.ndarray]:
@@ -113,11 +128,13 @@ def cut_at_sampled_moves(arrays: dict[str, np.ndarray], from_ply: int) -> tuple[
     return z, cut
 
 
-def load_replay(game: Game, shards: Sequence[str | Path], cut_ply: int | None = None) -> ReplayData:
+def load_replay(game: Game, shards: Sequence[str | Path], cut_ply: int | None = None,
+                opponent: bool = False) -> ReplayData:
     """Read and check shards (checksum, game); positions of all of them.
     ``cut_ply`` set: results cut at sampled moves from that ply on
-    (:func:`cut_at_sampled_moves`); None: each game's result."""
-    planes, policy, z, q, ply = [], [], [], [], []
+    (:func:`cut_at_sampled_moves`); None: each game's result. ``opponent``:
+    also each position's opponent reply target (:func:`next_policies`)."""
+    planes, policy, z, q, ply, replies = [], [], [], [], [], []
     cut_count = 0
     for path in shards:
         arrays, meta = load_shard(path)
@@ -127,8 +144,11 @@ def load_replay(game: Game, shards: Sequence[str | Path], cut_ply: int | None = 
         # positions from fast searches (playout cap) are played, not trained on
         keep = arrays["full"] if "full" in arrays else slice(None)
         planes.append(unpack_planes(arrays["planes"][keep], game))
-        p = arrays["policy"][keep].astype(np.float32)
-        policy.append(p / np.maximum(p.sum(axis=1, keepdims=True), 1e-8))  # float16 rounding
+        full = arrays["policy"].astype(np.float32)
+        full /= np.maximum(full.sum(axis=1, keepdims=True), 1e-8)  # float16 rounding
+        policy.append(full[keep])
+        if opponent:
+            replies.append(next_policies(full, arrays["lengths"])[keep])
         if cut_ply is None:
             z.append(arrays["z"][keep].astype(np.float32))
         else:
@@ -140,7 +160,7 @@ def load_replay(game: Game, shards: Sequence[str | Path], cut_ply: int | None = 
     if not planes:
         raise ValueError("the replay window holds no shards")
     data = ReplayData(np.concatenate(planes), np.concatenate(policy), np.concatenate(z), np.concatenate(q),
-                      np.concatenate(ply))
+                      np.concatenate(ply), opponent=np.concatenate(replies) if opponent else None)
     if cut_ply is not None:
         data.cut_share = cut_count / max(1, len(data))
     return data
@@ -163,16 +183,18 @@ class SymmetryAugment:
     def count(self) -> int:
         return len(self.cells)
 
-    def apply(self, planes: torch.Tensor, policy: torch.Tensor, which: torch.Tensor
-              ) -> tuple[torch.Tensor, torch.Tensor]:
-        """planes ``[B, C, H, W]``, policy ``[B, A]``, which ``[B]`` symmetry indices."""
+    def apply(self, planes: torch.Tensor, policy: torch.Tensor, which: torch.Tensor,
+              *more: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """planes ``[B, C, H, W]``, policy ``[B, A]``, which ``[B]`` symmetry indices;
+        ``more``: other ``[B, A]`` move distributions of the same positions (the
+        opponent's reply), mapped as the policy is."""
         b, c = planes.shape[:2]
         cells = self.cells.to(planes.device)[which]  # [B, H*W]
         flat = planes.reshape(b, c, -1).gather(2, cells[:, None, :].expand(b, c, cells.shape[1]))
         acts = self.actions.to(policy.device)[which]  # [B, A]
-        return flat.reshape(planes.shape), policy.gather(1, acts)
+        return (flat.reshape(planes.shape), policy.gather(1, acts), *(m.gather(1, acts) for m in more))
 
-    def random(self, planes: torch.Tensor, policy: torch.Tensor, generator: torch.Generator | None = None
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+    def random(self, planes: torch.Tensor, policy: torch.Tensor, generator: torch.Generator | None = None,
+               *more: torch.Tensor) -> tuple[torch.Tensor, ...]:
         which = torch.randint(self.count, (planes.shape[0],), generator=generator)
-        return self.apply(planes, policy, which.to(planes.device))
+        return self.apply(planes, policy, which.to(planes.device), *more)
