@@ -38,7 +38,11 @@ has() { case " $STEPS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 failed=""
 
 cd "$ROOT"
-if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+PYTAG=$($PY -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")' 2>/dev/null)
+# compiled wheels for another Python (a checkout that still holds the device's .whl/, run here): skip them
+if ls .whl/*-cp[0-9]*-cp[0-9]*-*.whl >/dev/null 2>&1 && ! ls .whl/*-"$PYTAG"-"$PYTAG"-*.whl >/dev/null 2>&1; then
+  say "the carried wheels in .whl/ are not for this Python ($PYTAG): not installed"
+elif [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
   say "installing $(ls .whl/*.whl | wc -l) carried wheels into /tmp/site"
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
     || { echo "gpu_check: the carried wheels in .whl/ did not install"; exit 1; }
