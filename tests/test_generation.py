@@ -278,3 +278,19 @@ def test_an_opponent_head_is_trained_on_the_replies_and_kept_in_the_model(tmp_pa
     init_step(p, off)
     selfplay_step(p, off, 1, 0, progress=False)
     assert not any("opponent" in k for k in train_step(p, off, 1, 0, progress=False))
+
+
+def test_an_ownership_head_is_trained_on_the_final_boards_and_kept_in_the_model(tmp_path):
+    """net.ownership: the train report gives the head's loss, the candidate keeps
+    the head, and a gate searches with it (the inference net without it)."""
+    gens = {"1": {"prev": 0}}
+    on = _params(net={"blocks": 1, "channels": 8, "value_hidden": 8, "ownership": True}, generations=gens)
+    layout = Layout(tmp_path)
+    init_step(on, layout)
+    selfplay_step(on, layout, 1, 0, progress=False)
+    report = train_step(on, layout, 1, 0, progress=False)
+    assert report["train_ownership_loss"] > 0 and "train_opponent_policy_loss" not in report
+    net, _, _ = load_model(layout.model(1, "candidate"), on.make_game())
+    assert net.has_ownership_head and not net.has_opponent_head
+    gate, _ = gate_step(on, layout, 1, 0, progress=False)
+    assert gate["games"] > 0

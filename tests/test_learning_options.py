@@ -202,8 +202,10 @@ def test_the_opponent_head_is_for_training_only_and_off_by_default():
         assert torch.equal(tensor, with_head.state_dict()[name]), name
     x = torch.randn(3, plain.planes, game.rows, game.cols)
     with_head.eval()
-    logits, value, reply = with_head.forward_with_opponent(x)
-    assert reply.shape == logits.shape == (3, game.num_actions) and not torch.equal(reply, logits)
+    logits, value, aux = with_head.forward_train(x)
+    reply = aux["opponent"]
+    assert list(aux) == ["opponent"] and reply.shape == logits.shape == (3, game.num_actions)
+    assert not torch.equal(reply, logits)
     folded = inference_net(with_head)
     assert not folded.has_opponent_head
     got = folded(x)
@@ -223,3 +225,92 @@ def test_the_opponent_target_goes_through_the_positions_symmetry():
     assert torch.equal(p2, p3) and torch.equal(pol2, pol3)
     assert torch.equal(reply3, aug.apply(planes, reply, which)[1])
     assert not torch.equal(reply3, reply)  # the mirror moved it
+
+
+def test_the_final_board_target_replays_each_game_and_faces_each_side_to_move():
+    """net.ownership: every position of a game gets that game's final board,
+    +1 where the position's side to move owns the cell at the end, -1 the
+    opponent, 0 empty; the target checks against the rules' own final state."""
+    from zeroloop.pipeline.training.replay import final_boards
+
+    game = make_game("connect4")
+    first = [3, 3, 4, 4, 5, 5, 6]  # the first player wins along the bottom row in 7 moves
+    second = [0, 1, 0, 1, 0, 1, 6, 1]  # the second player wins up column 1 in 8
+    lengths = np.asarray([len(first), len(second)], np.int32)
+    got = final_boards(game, np.asarray(first + second, np.int16), lengths)
+    assert got.shape == (15, game.rows, game.cols) and got.dtype == np.float32
+    for moves, rows in ((first, got[:7]), (second, got[7:])):
+        state = game.initial_state()
+        for a in moves:
+            state = game.apply(state, a)
+        assert state.outcome is not None
+        planes = game.encode([state])[0]
+        last_mover_view = planes[1] - planes[0]  # the side that made the last move
+        for k, row in enumerate(rows):
+            expected = last_mover_view if (len(moves) - 1 - k) % 2 == 0 else -last_mover_view
+            assert np.array_equal(row, expected), k
+    bottom = game.rows - 1
+    assert got[0][bottom, 3:7].tolist() == [1, 1, 1, 1]  # the first player to move at position 0
+    assert got[1][bottom, 3:7].tolist() == [-1, -1, -1, -1]  # the same stones seen by the second player
+    assert np.count_nonzero(got[0]) == 7 and final_boards(game, np.zeros(0, np.int16),
+                                                          np.zeros(0, np.int32)).shape == (0, 6, 7)
+
+
+def test_the_ownership_head_is_for_training_only_and_off_by_default():
+    """Without the option the net and its header are as before it; with it,
+    the head answers per cell, the shared parts start alike and the
+    inference net drops it and answers as the net."""
+    from zeroloop.engine.nn.inference import inference_net
+
+    game = make_game("connect4")
+    small = {"blocks": 1, "channels": 8, "value_hidden": 8}
+    torch.manual_seed(0)
+    plain = PolicyValueNet.for_game(game, NetConfig(**small))
+    torch.manual_seed(0)
+    both = PolicyValueNet.for_game(game, NetConfig(**small, opponent_policy=True, ownership=True))
+    assert "ownership" not in plain.config.to_dict() and not plain.has_ownership_head
+    assert both.config.to_dict()["ownership"] is True and both.has_ownership_head
+    for name, tensor in plain.state_dict().items():
+        assert torch.equal(tensor, both.state_dict()[name]), name
+    x = torch.randn(3, plain.planes, game.rows, game.cols)
+    both.eval()
+    logits, value, aux = both.forward_train(x)
+    assert sorted(aux) == ["opponent", "ownership"] and aux["ownership"].shape == (3, game.rows, game.cols)
+    folded = inference_net(both)
+    assert not folded.has_ownership_head and not folded.has_opponent_head
+    got = folded(x)
+    assert torch.allclose(got[0], logits, atol=1e-5) and torch.allclose(got[1], value, atol=1e-5)
+
+
+def test_the_final_board_rides_the_positions_symmetry_in_training(monkeypatch):
+    """The training step mirrors the final board with the input planes: with the
+    target built from the input's own stones, the target that reaches the loss
+    is built from the mirrored input's stones, whichever symmetry each sample
+    drew, and some samples were mirrored."""
+    import torch.nn.functional as F
+
+    from zeroloop.pipeline.training.module import AlphaZeroModule
+
+    game = make_game("connect4")
+    net = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8, ownership=True))
+    module = AlphaZeroModule(net, game, TrainConfig(channels_last=False), seed=3)
+    seen = {}
+    real_forward, real_bce = net.forward_train, F.binary_cross_entropy_with_logits
+
+    def forward(planes):
+        seen["planes"] = planes
+        return real_forward(planes)
+
+    def bce(logits, target, *args, **kwargs):
+        seen["target"] = target
+        return real_bce(logits, target, *args, **kwargs)
+
+    monkeypatch.setattr(net, "forward_train", forward)
+    monkeypatch.setattr(F, "binary_cross_entropy_with_logits", bce)
+    planes = (torch.rand(32, 4, game.rows, game.cols) < 0.3).float()
+    pi = torch.full((32, game.num_actions), 1 / game.num_actions)
+    loss = module._step((planes, pi, torch.zeros(32), planes[:, 0] - planes[:, 1]), "train")
+    assert torch.isfinite(loss)
+    mirrored = seen["planes"]
+    assert not torch.equal(mirrored, planes)
+    assert torch.equal(seen["target"], (1 + mirrored[:, 0] - mirrored[:, 1]) / 2)

@@ -166,7 +166,7 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
     start = layout.model(prev, "candidate") if cfg.start_from == "candidate" else layout.model(prev)
     net, _, meta = load_model(start, game)
     data = load_replay(game, checked_shards(entries), cut_ply=cfg.value_cut_ply,
-                       opponent=net.has_opponent_head)
+                       opponent=net.has_opponent_head, ownership=net.has_ownership_head)
     cut_share = data.cut_share
     occurrences = len(data)
     if cfg.dedup:

@@ -67,6 +67,8 @@ def inference_net(net: PolicyValueNet) -> PolicyValueNet:
     folded.value_conv[0] = _FirstChannel(folded.value_conv[0])
     if folded.has_opponent_head:  # a training target only: searching never asks it
         del folded.opponent_conv, folded.opponent_fc
+    if folded.has_ownership_head:
+        del folded.ownership_conv
     return folded
 
 

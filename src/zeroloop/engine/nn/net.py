@@ -31,22 +31,31 @@ class NetConfig:
         auxiliary policy target): more to learn from each position, at the
         cost of one small head in training; searching never runs it (the
         inference net drops it). Its loss weight is ``train.opponent_policy_weight``.
+    ownership: a head trained to predict the final board of the position's
+        game, cell by cell from the side to move (+1 its stone at the end, -1
+        the opponent's, 0 empty; KataGo's ownership target, which for games
+        whose stones stay is where the game's threats ended up): a dense
+        target beside the one number of the result; training only, like the
+        opponent head. Its loss weight is ``train.ownership_weight``.
     """
 
     blocks: Annotated[int, at.Interval(ge=1, le=40)] = 5
     channels: Annotated[int, at.Interval(ge=4, le=512)] = 64
     value_hidden: Annotated[int, at.Interval(ge=1, le=1024)] = 64
     opponent_policy: bool = False
+    ownership: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self, "net")
 
     def to_dict(self) -> dict:
-        """The fields, for a model file's header; ``opponent_policy`` only when set,
-        so a net without the head is stored byte for byte as before the option."""
+        """The fields, for a model file's header; ``opponent_policy`` and
+        ``ownership`` only when set, so a net without those heads is stored byte
+        for byte as before the options."""
         d = asdict(self)
-        if not self.opponent_policy:
-            del d["opponent_policy"]
+        for head in ("opponent_policy", "ownership"):
+            if not d[head]:
+                del d[head]
         return d
 
 
@@ -84,6 +93,8 @@ class PolicyValueNet(nn.Module):
         if config.opponent_policy:  # made last: the other heads' initial weights stay as without it
             self.opponent_conv = nn.Sequential(nn.Conv2d(c, 2, 1, bias=False), nn.BatchNorm2d(2), nn.ReLU())
             self.opponent_fc = nn.Linear(2 * rows * cols, num_actions)
+        if config.ownership:  # made after every other head, for the same reason
+            self.ownership_conv = nn.Conv2d(c, 1, 1)
 
     @classmethod
     def for_game(cls, game: Game, config: NetConfig) -> PolicyValueNet:
@@ -101,9 +112,21 @@ class PolicyValueNet(nn.Module):
     def has_opponent_head(self) -> bool:
         return hasattr(self, "opponent_fc")
 
-    def forward_with_opponent(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Policy logits, value and the opponent head's logits ``[B, A]`` for its
-        reply (:attr:`NetConfig.opponent_policy`; training only)."""
+    @property
+    def has_ownership_head(self) -> bool:
+        return hasattr(self, "ownership_conv")
+
+    def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """Policy logits, value and the training-only heads the net has:
+        ``opponent``, the logits ``[B, A]`` of the opponent's reply
+        (:attr:`NetConfig.opponent_policy`); ``ownership``, the logits
+        ``[B, H, W]`` of the final board, ``tanh`` of them the expected owner
+        of each cell from the side to move (:attr:`NetConfig.ownership`)."""
         h = self.trunk(self.stem(x))
         logits, value = self._heads(h)
-        return logits, value, self.opponent_fc(self.opponent_conv(h).flatten(1))
+        aux = {}
+        if self.has_opponent_head:
+            aux["opponent"] = self.opponent_fc(self.opponent_conv(h).flatten(1))
+        if self.has_ownership_head:
+            aux["ownership"] = self.ownership_conv(h).squeeze(1)
+        return logits, value, aux

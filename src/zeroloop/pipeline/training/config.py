@@ -104,6 +104,10 @@ class TrainConfig:
     opponent_policy_weight: the weight of the opponent-reply head's
         cross-entropy in the loss, for a net that has that head
         (``net.opponent_policy``; KataGo weighs it 0.15); no effect otherwise.
+    ownership_weight: the weight of the final-board head's loss (the mean
+        over cells of each cell's cross-entropy), for a net that has that
+        head (``net.ownership``; KataGo: 1.5 over the board's area on a
+        per-cell sum, the same as 1.5 on this mean); no effect otherwise.
     """
 
     replay_generations: Annotated[int, at.Interval(ge=1, le=1000)] = 4
@@ -134,6 +138,7 @@ class TrainConfig:
     ema_decay: Annotated[float, at.Interval(ge=0, lt=1)] = 0.0
     channels_last: bool = True
     opponent_policy_weight: Annotated[float, at.Interval(ge=0, le=10)] = 0.15
+    ownership_weight: Annotated[float, at.Interval(ge=0, le=10)] = 1.5
 
     def __post_init__(self) -> None:
         check_fields(self, "train")

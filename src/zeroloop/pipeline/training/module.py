@@ -96,6 +96,8 @@ class ReplayDataModule(pl.LightningDataModule):
         columns = [d.planes[idx], d.policy[idx], self.value[idx]]
         if d.opponent is not None:
             columns.append(d.opponent[idx])
+        if d.ownership is not None:
+            columns.append(d.ownership[idx])
         return TensorDataset(*(torch.from_numpy(c) for c in columns))
 
     def train_dataloader(self) -> DataLoader:
@@ -127,19 +129,31 @@ class AlphaZeroModule(pl.LightningModule):
         return self.net(x)
 
     def _step(self, batch, stage: str) -> torch.Tensor:
-        planes, pi, z, *reply = batch  # reply: the opponent's, where the net has that head
+        # after the three targets: the opponent's reply, then the final board, where the net has those heads
+        planes, pi, z, *more = batch
+        reply = more[:1] if self.net.has_opponent_head else []
+        board = more[len(reply):]
         if stage == "train" and self.augment is not None:
+            if board:  # a board-shaped target maps as the input planes do: ride along as one more plane
+                planes = torch.cat([planes, board[0][:, None]], dim=1)
             planes, pi, *reply = self.augment.random(planes, pi, self._gen, *reply)
+            if board:
+                planes, board = planes[:, :-1], [planes[:, -1]]
         if self.channels_last:
             planes = planes.contiguous(memory_format=torch.channels_last)
-        if reply:
-            logits, value, reply_logits = self.net.forward_with_opponent(planes)
+        if reply or board:
+            logits, value, aux = self.net.forward_train(planes)
         else:
             logits, value = self.net(planes)
         parts = alphazero_loss(logits, value, pi, z, self._decayed, self.optim.l2)
         if reply:
-            parts["opponent_policy_loss"] = -(reply[0] * F.log_softmax(reply_logits, dim=1)).sum(dim=1).mean()
+            reply_logp = F.log_softmax(aux["opponent"], dim=1)
+            parts["opponent_policy_loss"] = -(reply[0] * reply_logp).sum(dim=1).mean()
             parts["loss"] = parts["loss"] + self.optim.opponent_policy_weight * parts["opponent_policy_loss"]
+        if board:  # per cell, P(own) = sigmoid(2 a) so that tanh(a) is the expected owner; KataGo's weighting
+            owned = (1 + board[0]) / 2
+            parts["ownership_loss"] = F.binary_cross_entropy_with_logits(2 * aux["ownership"], owned)
+            parts["loss"] = parts["loss"] + self.optim.ownership_weight * parts["ownership_loss"]
         with torch.no_grad():
             # the policy's entropy floor: cross-entropy minus this is the KL to the target
             target_entropy = -(pi * torch.log(pi.clamp_min(1e-12))).sum(1).mean()

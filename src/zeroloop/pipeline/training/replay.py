@@ -23,7 +23,9 @@ class ReplayData:
     positions whose result was cut at a sampled move (None: no cut asked);
     opponent ``[N, A]`` float32, the policy target of the next position of
     the position's game, the opponent's reply (all zeros after a game's
-    last move; None where not asked for)."""
+    last move; None where not asked for); ownership ``[N, H, W]`` float32,
+    the final board of the position's game from its side to move
+    (:func:`final_boards`; None where not asked for)."""
 
     planes: np.ndarray
     policy: np.ndarray
@@ -32,6 +34,7 @@ class ReplayData:
     ply: np.ndarray | None = None
     cut_share: float | None = None
     opponent: np.ndarray | None = None
+    ownership: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.z)
@@ -59,7 +62,8 @@ class ReplayData:
 
         return ReplayData(self.planes[first[order]], mean(self.policy), mean(self.z), mean(self.q),
                           None if self.ply is None else mean(self.ply),
-                          opponent=None if self.opponent is None else mean(self.opponent))
+                          opponent=None if self.opponent is None else mean(self.opponent),
+                          ownership=None if self.ownership is None else mean(self.ownership))
 
     def value_target(self, q_weight: float, late_weight: float | None = None, late_ply: int = 1
                      ) -> np.ndarray:
@@ -92,6 +96,30 @@ def next_policies(policy: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     nxt[:-1] = policy[1:]
     nxt[np.cumsum(lengths.astype(np.int64)) - 1] = 0.0
     return nxt
+
+
+def final_boards(game: Game, actions: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``[N, H, W]`` float32: for each position of the games (``actions`` of
+    games of ``lengths`` laid end to end, each from the start), its game's
+    final board from the position's side to move: +1 where it has a stone at
+    the end, -1 the opponent, 0 an empty cell (the ownership target). The
+    games are replayed with the game's rules; players alternate strictly
+    (passes are moves), so a position ``k`` plies before the end sees the
+    final position's side to move as itself when ``k`` is even."""
+    ends = np.cumsum(lengths.astype(np.int64))
+    finals = []
+    for end, length in zip(ends.tolist(), lengths.tolist()):
+        state = game.initial_state()
+        for a in actions[end - length:end].tolist():
+            state = game.apply(state, a)
+        finals.append(state)
+    if not finals:
+        return np.zeros((0, game.rows, game.cols), np.float32)
+    planes = game.encode(finals)  # [G, P, H, W] from each final position's side to move
+    board = planes[:, 0] - planes[:, 1]
+    left = np.repeat(ends, lengths) - np.arange(int(ends[-1]))  # plies from a position to its game's end
+    sign = np.where(left % 2 == 0, 1.0, -1.0).astype(np.float32)
+    return np.repeat(board, lengths, axis=0) * sign[:, None, None]
 
 
 def cut_at_sampled_moves(arrays: dict[str, np.ndarray], from_ply: int) -> tuple[np.ndarray, np.ndarray]:
@@ -129,12 +157,13 @@ def cut_at_sampled_moves(arrays: dict[str, np.ndarray], from_ply: int) -> tuple[
 
 
 def load_replay(game: Game, shards: Sequence[str | Path], cut_ply: int | None = None,
-                opponent: bool = False) -> ReplayData:
+                opponent: bool = False, ownership: bool = False) -> ReplayData:
     """Read and check shards (checksum, game); positions of all of them.
     ``cut_ply`` set: results cut at sampled moves from that ply on
     (:func:`cut_at_sampled_moves`); None: each game's result. ``opponent``:
-    also each position's opponent reply target (:func:`next_policies`)."""
-    planes, policy, z, q, ply, replies = [], [], [], [], [], []
+    also each position's opponent reply target (:func:`next_policies`);
+    ``ownership``: also its game's final board (:func:`final_boards`)."""
+    planes, policy, z, q, ply, replies, owners = [], [], [], [], [], [], []
     cut_count = 0
     for path in shards:
         arrays, meta = load_shard(path)
@@ -149,6 +178,8 @@ def load_replay(game: Game, shards: Sequence[str | Path], cut_ply: int | None = 
         policy.append(full[keep])
         if opponent:
             replies.append(next_policies(full, arrays["lengths"])[keep])
+        if ownership:
+            owners.append(final_boards(game, arrays["actions"], arrays["lengths"])[keep])
         if cut_ply is None:
             z.append(arrays["z"][keep].astype(np.float32))
         else:
@@ -160,7 +191,8 @@ def load_replay(game: Game, shards: Sequence[str | Path], cut_ply: int | None = 
     if not planes:
         raise ValueError("the replay window holds no shards")
     data = ReplayData(np.concatenate(planes), np.concatenate(policy), np.concatenate(z), np.concatenate(q),
-                      np.concatenate(ply), opponent=np.concatenate(replies) if opponent else None)
+                      np.concatenate(ply), opponent=np.concatenate(replies) if opponent else None,
+                      ownership=np.concatenate(owners) if ownership else None)
     if cut_ply is not None:
         data.cut_share = cut_count / max(1, len(data))
     return data
