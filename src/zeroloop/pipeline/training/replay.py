@@ -117,7 +117,7 @@ def final_boards(game: Game, actions: np.ndarray, lengths: np.ndarray) -> np.nda
         return np.zeros((0, game.rows, game.cols), np.float32)
     planes = game.encode(finals)  # [G, P, H, W] from each final position's side to move
     board = planes[:, 0] - planes[:, 1]
-    left = np.repeat(ends, lengths) - np.arange(int(ends[-1]))  # plies from a position to its game's end
+    left = np.repeat(lengths, lengths) - _plies(lengths)  # plies from a position to its game's end
     sign = np.where(left % 2 == 0, 1.0, -1.0).astype(np.float32)
     return np.repeat(board, lengths, axis=0) * sign[:, None, None]
 
