@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup browser gnugo binutils repro test test-fast lint bench serve ui docs clean
+.PHONY: setup browser gnugo binutils repro preset test test-fast lint bench serve ui docs clean
 
 setup: $(STAMP)
 
@@ -43,6 +43,11 @@ binutils:
 # two test processes (pytest-xdist): most slow tests wait on servers and clusters more
 # than they compute; a module that starts a cluster or server once keeps its tests together
 TEST_WORKERS ?= 2
+
+# params.yaml from a preset: the defaults with presets/$(NAME).yaml over them (make preset NAME=go-7);
+# without NAME, the list of presets
+preset: $(STAMP)
+	$(BIN)/zeroloop preset $(NAME)
 
 test: $(STAMP) browser gnugo binutils
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25

@@ -8,17 +8,65 @@ from zeroloop.pipeline.params import ParamsError, load_params, parse_params
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("path", [ROOT / "params.yaml", *sorted((ROOT / "presets").glob("*.yaml"))],
-                         ids=lambda p: p.name)
-def test_shipped_params_files_are_valid_and_complete(path):
-    p = load_params(path)
+def test_shipped_params_yaml_is_complete_and_holds_the_defaults():
+    path = ROOT / "params.yaml"
     raw = yaml.safe_load(path.read_text())
     # every key dvc.yaml lists must be in the file itself (DVC does not know our defaults)
     for section in ("game", "seed", "net", "mcts", "selfplay", "train", "gate", "evaluate", "generations"):
-        assert section in raw, f"{path.name} lacks {section}"
-    assert "c_puct" in raw["mcts"]
-    assert "positions_per_group" in raw["evaluate"] and "uct_playouts" in raw["evaluate"]
-    assert p.last_generation == len(p.generations)
+        assert section in raw, f"params.yaml lacks {section}"
+    # one default per key: a key left out of params.yaml runs as the shipped file says
+    assert load_params(path) == parse_params({})
+
+
+def test_params_yaml_is_what_the_default_preset_writes(tmp_path):
+    """`make preset NAME=connect4` on a fresh clone leaves params.yaml byte for byte as shipped,
+    and so does going to another preset and back."""
+    from zeroloop.pipeline.params.presets import write_preset
+
+    shipped = (ROOT / "params.yaml").read_text()
+    out = tmp_path / "params.yaml"
+    out.write_text(shipped)
+    write_preset("connect4", out, ROOT / "presets")
+    assert out.read_text() == shipped
+    p = write_preset("go-7", out, ROOT / "presets")
+    assert load_params(out) == p and p.game == "go-7" and len(p.generations) == 12
+    assert "dirichlet_alpha: 0.2  # root noise" in out.read_text()  # the line keeps its comment
+    write_preset("connect4", out, ROOT / "presets")
+    assert out.read_text() == shipped
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (ROOT / "presets").glob("*.yaml")))
+def test_presets_are_valid_and_hold_only_what_differs_from_the_defaults(name, tmp_path):
+    from zeroloop.pipeline.params.presets import read_preset, write_preset
+
+    data, header = read_preset(ROOT / "presets" / f"{name}.yaml")
+    assert header, f"presets/{name}.yaml says nothing of what it is for"
+    defaults = parse_params({}).to_yaml_data()
+
+    def same(keys, value, default):
+        if isinstance(value, dict) and isinstance(default, dict) and keys != ("generations",) \
+                and not {"low", "high"} <= set(default):
+            for k, v in value.items():
+                same(keys + (k,), v, default[k])
+        else:
+            assert value != default, f"presets/{name}.yaml repeats the default of {'.'.join(keys)}"
+
+    for key, value in data.items():
+        same((key,), value, defaults[key])
+    out = tmp_path / "params.yaml"
+    p = write_preset(name, out, ROOT / "presets")
+    assert load_params(out, complete=True) == p
+
+
+def test_a_preset_with_a_bad_key_names_the_preset_file(tmp_path):
+    from zeroloop.pipeline.params.presets import write_preset
+
+    (tmp_path / "mine.yaml").write_text("# mine\nmcts: {cpuct: 2}\n")
+    with pytest.raises(ParamsError, match=r"mine.yaml: unknown key 'mcts.cpuct'"):
+        write_preset("mine", tmp_path / "params.yaml", tmp_path)
+    assert not (tmp_path / "params.yaml").exists()
+    with pytest.raises(ParamsError, match="no such preset"):
+        write_preset("nope", tmp_path / "params.yaml", tmp_path)
 
 
 @pytest.mark.parametrize("data, expected", [
@@ -41,8 +89,9 @@ def test_shipped_params_files_are_valid_and_complete(path):
     ({"mcts": {"algorithm": "gumbel"}}, "mcts.algorithm gumbel runs its sequential halving on a fresh tree"),
     ({"train": {"weight_decay": 0.01}}, "weight_decay=0.01 is AdamW's decoupled decay"),
     ({"selfplay": {"full_search_probability": 0}}, "selfplay.full_search_probability"),
-    ({"mcts": {"simulations": 64}, "selfplay": {"late_simulations": 65}},
-     "selfplay.late_simulations: 65 must be at most mcts.simulations (64)"),
+    ({"train": {"replay_start": 2}},
+     "'train.replay_start' was removed: the growing window measured level or worse in round 12 of the lab "
+     "notebook; its code is at commit cdcab39 (delete the line)"),
     ({"evaluate": {"solver_positions": 5}},
      "unknown key 'evaluate.solver_positions'; renamed to 'evaluate.positions_per_group'"),
 ])
@@ -102,9 +151,11 @@ def test_every_library_knob_is_a_params_key_with_the_library_default(section):
     model = getattr(p, section)
     cfg = model.config()
     assert type(cfg).__name__ == dict(SEAM)[section]
+    own = type(model).own_defaults  # the gate and the evaluation are matches with their own budgets
+    assert set(own) <= set(config_fields(type(cfg))), own
     for name, (_, default) in config_fields(type(cfg)).items():
         assert name in type(model).model_fields, f"{section}.{name} is not reachable from params.yaml"
-        assert getattr(model, name) == default == getattr(cfg, name)
+        assert getattr(model, name) == own.get(name, default) == getattr(cfg, name)
 
 
 def test_params_values_reach_the_library_objects():
@@ -119,7 +170,8 @@ def test_params_values_reach_the_library_objects():
     assert schedule.temperature_at(2) == 0.5 and schedule.temperature_at(3) == 0
     train = p.train.config()
     assert (train.optimizer, train.lr_schedule, train.batch_size) == ("sgd", "step", 8)
-    assert p.sprt() is None
+    assert p.sprt() is not None  # on by default
+    assert parse_params({"gate": {"sprt": {"enabled": False}}}).sprt() is None
     # the test's hypotheses straddle the gate's threshold: 60% is +70.4 Elo, width 20 puts them at 60.4, 80.4
     sprt = parse_params({"gate": {"threshold": 0.6, "sprt": {"enabled": True, "elo_width": 20}}}).sprt()
     assert (sprt.elo0, sprt.elo1) == pytest.approx((60.4, 80.4), abs=0.05)
@@ -147,18 +199,9 @@ def test_library_configs_refuse_values_outside_their_declared_range():
 
 
 def test_strong_preset_is_the_defaults_run_longer():
-    """docs/strength.md measures presets/connect4-strong.yaml as params.yaml for 18 generations."""
-    default = yaml.safe_load((ROOT / "params.yaml").read_text())
-    strong = yaml.safe_load((ROOT / "presets/connect4-strong.yaml").read_text())
-    assert len(strong.pop("generations")) == 18
-    default.pop("generations")
-    assert strong == default
+    """docs/strength.md measures presets/connect4-strong.yaml: the defaults for 18 generations."""
+    from zeroloop.pipeline.params.presets import preset_params
 
-
-def test_a_long_temperature_share_under_gumbel_is_refused_by_name():
-    with pytest.raises(ParamsError, match="selfplay.long_temperature_share: 0.25 needs mcts.algorithm: puct"):
-        parse_params({"mcts": {"algorithm": "gumbel", "reuse_tree": False, "forced_playouts": 0.0},
-                      "selfplay": {"long_temperature_share": 0.25}})
-    p = parse_params({"selfplay": {"long_temperature_share": 0.25, "long_temperature_moves": 30}})
-    assert p.selfplay.config().long.share == 0.25 and p.selfplay.config().long.moves == 30
-    assert parse_params({}).selfplay.config().long is None
+    strong, _ = preset_params("connect4-strong", ROOT / "presets")
+    assert len(strong.generations) == 18
+    assert strong.model_copy(update={"generations": parse_params({}).generations}) == parse_params({})

@@ -1,6 +1,5 @@
-"""The generation steps' training choices: which network training starts from, dedup."""
+"""The generation steps' training choices: the network training continues, dedup, the options."""
 
-import shutil
 
 import pytest
 
@@ -11,17 +10,16 @@ from zeroloop.pipeline.generation import gate_step, init_step, selfplay_step, tr
 from zeroloop.pipeline.params import parse_params
 
 
-def _params(start_from="best", **changes):
+def _params(**changes):
     return parse_params({"game": "tictactoe", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
                          "mcts": {"simulations": 4}, "selfplay": {"games": 4, "shard_games": 2},
-                         "train": {"epochs": 1, "batch_size": 8, "start_from": start_from},
+                         "train": {"epochs": 1, "batch_size": 8},
                          "generations": {"1": {"prev": 0}, "2": {"prev": 1}},
                          "runtime": {"workers": 1, "device": "cpu"}, **changes})
 
 
-@pytest.mark.parametrize("start_from", ["best", "candidate"])
-def test_training_after_a_rejected_gate_continues_from_the_chosen_network(tmp_path, start_from):
-    p = _params(start_from)
+def test_training_after_a_rejected_gate_continues_from_the_best_network(tmp_path):
+    p = _params()
     layout = Layout(tmp_path)
     init_step(p, layout)
     assert layout.model(0, "candidate").read_bytes() == layout.model(0).read_bytes()
@@ -32,7 +30,7 @@ def test_training_after_a_rejected_gate_continues_from_the_chosen_network(tmp_pa
             # the gate rejected generation 1's candidate: its best is generation 0's model
             layout.model(1).write_bytes(layout.model(0).read_bytes())
             assert summary["trained_from"] == 0
-    assert summary["trained_from"] == (1 if start_from == "candidate" else 0)
+    assert summary["trained_from"] == 0
     _, _, meta = load_model(layout.model(2, "candidate"))
     assert meta["trained_from"] == summary["trained_from"]
 
@@ -53,16 +51,15 @@ def test_training_with_dedup_trains_on_each_distinct_position_once(tmp_path):
 
 
 def test_a_generation_with_every_learning_option_on(tmp_path):
-    """Gumbel search, a playout cap, a late search, a mixed value target, AdamW without decay
-    on BatchNorm and continued training run through every step (a smoke test:
+    """Gumbel search, a playout cap, random opening plies, a mixed value target, an EMA of the
+    weights and AdamW without decay on BatchNorm run through every step (a smoke test:
     each option's effect is tested in test_learning_options.py, test_search.py,
     test_training.py and above)."""
-    p = _params("candidate",
-                mcts={"simulations": 8, "algorithm": "gumbel", "reuse_tree": False,
+    p = _params(mcts={"simulations": 8, "algorithm": "gumbel", "reuse_tree": False, "forced_playouts": 0.0,
                       "max_considered_actions": 4},
                 selfplay={"games": 8, "shard_games": 4, "full_search_probability": 0.5,
-                          "fast_simulations": 2, "late_simulations": 4, "late_ply": 3},
-                train={"epochs": 1, "batch_size": 8, "start_from": "candidate", "optimizer": "adamw",
+                          "fast_simulations": 2, "opening_plies": 2},
+                train={"epochs": 1, "batch_size": 8, "ema_decay": 0.9, "optimizer": "adamw", "dedup": False,
                        "weight_decay": 0.01, "decay_norm_and_bias": False, "value_q_weight": 0.5},
                 gate={"games": 4, "simulations": 8, "opening_plies": 1},
                 evaluate={"games": 2, "simulations": 8, "opening_plies": 1, "uct_playouts": 5,
@@ -126,77 +123,6 @@ def test_a_generation_without_a_perfect_player_runs_through_every_step(tmp_path,
     assert {"vs_random", "vs_uct"} <= set(result)
 
 
-def test_the_window_grows_and_the_learning_rate_falls_across_generations(tmp_path):
-    """train.replay_start / replay_grow_every: generation g's window holds
-    min(replay_generations, start + (g - 1) // every) generations;
-    train.lr_generation_decay: generation g trains at lr * decay ** (g - 1)."""
-    gens = {str(g): {"prev": g - 1} for g in range(1, 6)}
-    train = {"epochs": 1, "batch_size": 8, "replay_generations": 3, "replay_start": 1, "replay_grow_every": 2,
-             "lr": 0.004, "lr_generation_decay": 0.5}
-    p = _params(train=train, generations=gens)
-    layout = Layout(tmp_path)
-    init_step(p, layout)
-    windows, rates = [], []
-    for gen in range(1, 6):
-        selfplay_step(p, layout, gen, gen - 1, progress=False)
-        summary = train_step(p, layout, gen, gen - 1, progress=False)
-        layout.model(gen).write_bytes(layout.model(gen, "candidate").read_bytes())  # as if accepted
-        windows.append(summary["window"])
-        rates.append(summary["lr"])
-    assert windows == [[1], [2], [3, 2], [4, 3], [5, 4, 3]]
-    assert rates == pytest.approx([0.004, 0.002, 0.001, 0.0005, 0.00025])
-    # the rate reaches the optimiser: generation 5 again at the undecayed rate trains another net
-    again = Layout(tmp_path / "again")
-    flat = _params(train=dict(train, lr_generation_decay=1.0), generations=gens)
-    for g in range(5):
-        again.model(g).parent.mkdir(parents=True, exist_ok=True)
-        again.model(g).write_bytes(layout.model(g).read_bytes())
-    shutil.copytree(layout.root / "data", again.root / "data", dirs_exist_ok=True)
-    assert train_step(flat, again, 5, 4, progress=False)["lr"] == 0.004
-    assert again.model(5, "candidate").read_bytes() != layout.model(5, "candidate").read_bytes()
-
-
-def test_the_value_target_weight_follows_its_schedule_into_the_loss(tmp_path):
-    """train.value_q_weight_end: generation 1 at value_q_weight, generation
-    value_q_weight_until and later at the end weight, linear between; the
-    scheduled weight is the one the loss uses."""
-    gens = {str(g): {"prev": g - 1} for g in range(1, 6)}
-    train = {"epochs": 1, "batch_size": 8, "value_q_weight": 0.8, "value_q_weight_end": 0.2,
-             "value_q_weight_until": 4}
-    p = _params(train=train, generations=gens)
-    layout = Layout(tmp_path)
-    init_step(p, layout)
-    weights = []
-    for gen in range(1, 6):
-        selfplay_step(p, layout, gen, gen - 1, progress=False)
-        weights.append(train_step(p, layout, gen, gen - 1, progress=False)["value_q_weight"])
-        layout.model(gen).write_bytes(layout.model(gen, "candidate").read_bytes())  # as if accepted
-    assert weights == pytest.approx([0.8, 0.6, 0.4, 0.2, 0.2])
-    scheduled = layout.model(5, "candidate").read_bytes()
-
-    def retrain(**changes):
-        again = Layout(tmp_path / "again")
-        for g in range(5):
-            again.model(g).parent.mkdir(parents=True, exist_ok=True)
-            again.model(g).write_bytes(layout.model(g).read_bytes())
-        shutil.copytree(layout.root / "data", again.root / "data", dirs_exist_ok=True)
-        train_step(_params(train=dict(train, **changes), generations=gens), again, 5, 4, progress=False)
-        return again.model(5, "candidate").read_bytes()
-
-    assert retrain(value_q_weight=0.2, value_q_weight_end=None) == scheduled
-    assert retrain(value_q_weight_end=None) != scheduled  # 0.8 throughout trains another net
-    # by move number: a late weight equal to the generation's changes nothing; another one reaches the loss
-    assert retrain(value_q_weight_late=0.2, value_q_weight_ply=3) == scheduled
-    assert retrain(value_q_weight_late=0.9, value_q_weight_ply=3) != scheduled
-
-
-def test_a_window_that_starts_above_its_cap_is_refused():
-    from zeroloop.pipeline.params import ParamsError
-
-    with pytest.raises(ParamsError, match="replay_start"):
-        _params(train={"replay_generations": 2, "replay_start": 3})
-
-
 def test_the_evaluation_in_one_pool_plays_the_games_and_moves_of_separate_matches(tmp_path, monkeypatch):
     """evaluate_step runs every baseline match and the positions in one pool
     of two workers, the slow tasks first; its scores and move errors are
@@ -227,59 +153,6 @@ def test_the_evaluation_in_one_pool_plays_the_games_and_moves_of_separate_matche
     assert result["solver"] == alone and alone["positions"] == 12
 
 
-def test_cutting_results_at_sampled_moves_reaches_training_and_is_off_by_default(tmp_path):
-    """train.value_cut_ply: set, a candidate trains on other value targets
-    and the train report gives the share cut; at a ply no game reaches it
-    trains the same network, byte for byte, as without it."""
-    gens = {"1": {"prev": 0}}
-    sp = {"games": 6, "shard_games": 3, "temperature_moves": 9}  # every move sampled
-    p = _params(selfplay=sp, generations=gens)
-    layout = Layout(tmp_path)
-    init_step(p, layout)
-    selfplay_step(p, layout, 1, 0, progress=False)
-    base = train_step(p, layout, 1, 0, progress=False)
-    assert "value_cut_share" not in base
-    plain = layout.model(1, "candidate").read_bytes()
-
-    def retrain(cut_ply):
-        again = Layout(tmp_path / f"cut{cut_ply}")
-        again.model(0).parent.mkdir(parents=True, exist_ok=True)
-        again.model(0).write_bytes(layout.model(0).read_bytes())
-        shutil.copytree(layout.root / "data", again.root / "data", dirs_exist_ok=True)
-        report = train_step(_params(selfplay=sp, generations=gens, train={"epochs": 1, "batch_size": 8,
-                                                                          "value_cut_ply": cut_ply}),
-                            again, 1, 0, progress=False)
-        return again.model(1, "candidate").read_bytes(), report["value_cut_share"]
-
-    never, share = retrain(100)
-    assert share == 0.0 and never == plain
-    cut, share = retrain(0)
-    assert 0.0 < share <= 1.0 and cut != plain
-
-
-def test_an_opponent_head_is_trained_on_the_replies_and_kept_in_the_model(tmp_path):
-    """net.opponent_policy: the train report gives the head's loss, the candidate
-    keeps the head and a search plays with it; without it, neither."""
-    gens = {"1": {"prev": 0}}
-    on = _params(net={"blocks": 1, "channels": 8, "value_hidden": 8, "opponent_policy": True},
-                 generations=gens)
-    layout = Layout(tmp_path)
-    init_step(on, layout)
-    selfplay_step(on, layout, 1, 0, progress=False)
-    report = train_step(on, layout, 1, 0, progress=False)
-    assert report["train_opponent_policy_loss"] > 0
-    net, _, _ = load_model(layout.model(1, "candidate"), on.make_game())
-    assert net.has_opponent_head
-    gate, _ = gate_step(on, layout, 1, 0, progress=False)  # searches with it, inference net and all
-    assert gate["games"] > 0
-
-    off = Layout(tmp_path / "off")
-    p = _params(generations=gens)
-    init_step(p, off)
-    selfplay_step(p, off, 1, 0, progress=False)
-    assert not any("opponent" in k for k in train_step(p, off, 1, 0, progress=False))
-
-
 def test_an_ownership_head_is_trained_on_the_final_boards_and_kept_in_the_model(tmp_path):
     """net.ownership: the train report gives the head's loss, the candidate keeps
     the head, and a gate searches with it (the inference net without it)."""
@@ -289,8 +162,8 @@ def test_an_ownership_head_is_trained_on_the_final_boards_and_kept_in_the_model(
     init_step(on, layout)
     selfplay_step(on, layout, 1, 0, progress=False)
     report = train_step(on, layout, 1, 0, progress=False)
-    assert report["train_ownership_loss"] > 0 and "train_opponent_policy_loss" not in report
+    assert report["train_ownership_loss"] > 0
     net, _, _ = load_model(layout.model(1, "candidate"), on.make_game())
-    assert net.has_ownership_head and not net.has_opponent_head
+    assert net.has_ownership_head
     gate, _ = gate_step(on, layout, 1, 0, progress=False)
     assert gate["games"] > 0

@@ -151,82 +151,6 @@ def _shard_arrays(games):
             "lengths": np.asarray([len(g[1]) for g in games], np.int32)}
 
 
-def test_results_are_cut_at_sampled_moves_from_the_given_ply():
-    """train.value_cut_ply: a position followed (its own move included) by a
-    move from ply k on that was not the policy target's top move takes the
-    first such move's root value, sign by ply parity; the others keep z."""
-    from zeroloop.pipeline.training.replay import cut_at_sampled_moves
-
-    best, other = [0.75, 0.25], [0.25, 0.75]  # the top move: 0, then 1
-    # game a: move 1 played at plies 1 and 3, below the top move's share: sampled
-    game_a = ([best] * 5, [0, 1, 0, 1, 0], [0.125, 0.25, 0.375, 0.5, 0.875], [1, -1, 1, -1, 1])
-    game_b = ([best, other, best], [0, 0, 0], [0.0, 0.25, 0.5], [0, 0, 0])  # sampled at ply 1 only
-    arrays = _shard_arrays([game_a, game_b])
-    z, cut = cut_at_sampled_moves(arrays, 2)
-    # game a: moves 1 and 3 were sampled; from ply 2 only move 3 counts: positions 0-3 take +-value[3]
-    assert z[:5].tolist() == pytest.approx([-0.5, 0.5, -0.5, 0.5, 1.0])
-    assert cut.tolist() == [True, True, True, True, False, False, False, False]
-    assert z[5:].tolist() == [0.0, 0.0, 0.0]
-    z0, cut0 = cut_at_sampled_moves(arrays, 0)  # from ply 0: positions 0-1 cut at move 1, 2-3 at move 3
-    assert z0[:5].tolist() == pytest.approx([-0.25, 0.25, -0.5, 0.5, 1.0])
-    assert z0[5:].tolist() == pytest.approx([-0.25, 0.25, 0.0]) and cut0[5:].tolist() == [True, True, False]
-    z_late, cut_late = cut_at_sampled_moves(arrays, 4)  # no sampled move from ply 4: the results stand
-    assert not cut_late.any() and z_late.tolist() == arrays["z"].astype(np.float32).tolist()
-
-
-def test_the_opponent_reply_target_is_the_next_positions_policy_within_its_game():
-    """net.opponent_policy: position t's target is the policy target of position
-    t + 1 of the same game, none (zeros) after a game's last move."""
-    from zeroloop.pipeline.training.replay import next_policies
-
-    arrays = _shard_arrays([([[0.5, 0.5], [1.0, 0.0], [0.25, 0.75]], [0, 0, 1], [0, 0, 0], [1, -1, 1]),
-                            ([[0.0, 1.0], [0.75, 0.25]], [1, 0], [0, 0], [0, 0])])
-    nxt = next_policies(arrays["policy"].astype(np.float32), arrays["lengths"])
-    assert nxt.tolist() == [[1.0, 0.0], [0.25, 0.75], [0.0, 0.0], [0.75, 0.25], [0.0, 0.0]]
-
-
-def test_the_opponent_head_is_for_training_only_and_off_by_default():
-    """Without the option the net and its stored header are as before it; with it,
-    a third head answers per move, the inference net drops it and answers as the net."""
-    from zeroloop.engine.nn.inference import inference_net
-
-    game = make_game("connect4")
-    torch.manual_seed(0)
-    plain = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8))
-    torch.manual_seed(0)
-    with_head = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8,
-                                                        opponent_policy=True))
-    assert "opponent_policy" not in plain.config.to_dict() and not plain.has_opponent_head
-    assert with_head.config.to_dict()["opponent_policy"] is True and with_head.has_opponent_head
-    for name, tensor in plain.state_dict().items():  # the shared parts start alike
-        assert torch.equal(tensor, with_head.state_dict()[name]), name
-    x = torch.randn(3, plain.planes, game.rows, game.cols)
-    with_head.eval()
-    logits, value, aux = with_head.forward_train(x)
-    reply = aux["opponent"]
-    assert list(aux) == ["opponent"] and reply.shape == logits.shape == (3, game.num_actions)
-    assert not torch.equal(reply, logits)
-    folded = inference_net(with_head)
-    assert not folded.has_opponent_head
-    got = folded(x)
-    assert torch.allclose(got[0], logits, atol=1e-5) and torch.allclose(got[1], value, atol=1e-5)
-
-
-def test_the_opponent_target_goes_through_the_positions_symmetry():
-    from zeroloop.pipeline.training.replay import SymmetryAugment
-
-    game = make_game("connect4")
-    aug = SymmetryAugment(game)
-    planes = torch.randn(4, 4, game.rows, game.cols)
-    policy, reply = torch.rand(4, game.num_actions), torch.rand(4, game.num_actions)
-    which = torch.arange(4) % aug.count
-    p2, pol2 = aug.apply(planes, policy, which)
-    p3, pol3, reply3 = aug.apply(planes, policy, which, reply)
-    assert torch.equal(p2, p3) and torch.equal(pol2, pol3)
-    assert torch.equal(reply3, aug.apply(planes, reply, which)[1])
-    assert not torch.equal(reply3, reply)  # the mirror moved it
-
-
 def test_the_final_board_target_replays_each_game_and_faces_each_side_to_move():
     """net.ownership: every position of a game gets that game's final board,
     +1 where the position's side to move owns the cell at the end, -1 the
@@ -267,7 +191,7 @@ def test_the_ownership_head_is_for_training_only_and_off_by_default():
     torch.manual_seed(0)
     plain = PolicyValueNet.for_game(game, NetConfig(**small))
     torch.manual_seed(0)
-    both = PolicyValueNet.for_game(game, NetConfig(**small, opponent_policy=True, ownership=True))
+    both = PolicyValueNet.for_game(game, NetConfig(**small, ownership=True))
     assert "ownership" not in plain.config.to_dict() and not plain.has_ownership_head
     assert both.config.to_dict()["ownership"] is True and both.has_ownership_head
     for name, tensor in plain.state_dict().items():
@@ -275,9 +199,9 @@ def test_the_ownership_head_is_for_training_only_and_off_by_default():
     x = torch.randn(3, plain.planes, game.rows, game.cols)
     both.eval()
     logits, value, aux = both.forward_train(x)
-    assert sorted(aux) == ["opponent", "ownership"] and aux["ownership"].shape == (3, game.rows, game.cols)
+    assert sorted(aux) == ["ownership"] and aux["ownership"].shape == (3, game.rows, game.cols)
     folded = inference_net(both)
-    assert not folded.has_ownership_head and not folded.has_opponent_head
+    assert not folded.has_ownership_head
     got = folded(x)
     assert torch.allclose(got[0], logits, atol=1e-5) and torch.allclose(got[1], value, atol=1e-5)
 

@@ -277,35 +277,6 @@ def test_random_opening_plies_start_games_off_the_start_and_are_not_trained_on()
     assert [r.actions for r in opened] != [r.actions for r in plain]
 
 
-def test_a_late_search_spends_fewer_simulations_from_its_ply_and_keeps_the_opening():
-    from zeroloop.engine.search import SearchStats
-    from zeroloop.engine.selfplay import LateSearch, PlayoutCap
-
-    _, play = _connect4_selfplay(9, games=12, simulations=16, in_flight=5)
-    plain = play()
-    stats = SearchStats()
-    late = play(stats=stats, late=LateSearch(from_ply=6, simulations=3))
-    plies = sum(len(r.actions) for r in late)
-    early = sum(min(6, len(r.actions)) for r in late)
-    assert stats.simulations == 16 * early + 3 * (plies - early)
-    for a, b in zip(plain, late):
-        assert a.actions[:6] == b.actions[:6]  # the same draws: the opening's moves are the same
-        np.testing.assert_array_equal(a.policies[:6], b.policies[:6])
-        assert b.full.all()  # the late moves are trained on
-        np.testing.assert_allclose(b.policies.sum(axis=1), 1.0, rtol=1e-5)
-    assert [r.actions for r in late] != [r.actions for r in plain]
-    # with a playout cap, only the full searches of the late plies get fewer simulations
-    stats = SearchStats()
-    both = play(stats=stats, late=LateSearch(from_ply=6, simulations=3), cap=PlayoutCap(0.5, 2))
-    expected = 0
-    for r in both:
-        for ply, full in enumerate(r.full):
-            expected += (16 if ply < 6 else 3) if full else 2
-    assert stats.simulations == expected
-    with pytest.raises(ValueError, match="simulations=17 exceeds the search's 16"):
-        play(late=LateSearch(from_ply=6, simulations=17))
-
-
 def test_training_reads_only_the_full_searches(tmp_path):
     from zeroloop.engine.nn import uniform_evaluator
     from zeroloop.engine.search import MoveSchedule
@@ -323,9 +294,6 @@ def test_training_reads_only_the_full_searches(tmp_path):
     data = load_replay(game, [path])
     assert len(data) == int(arrays["full"].sum()) < len(arrays["z"])
     np.testing.assert_array_equal(data.z, arrays["z"][arrays["full"]].astype(np.float32))
-    # each kept position's ply: the moves before it in its game
-    plies = np.concatenate([np.arange(len(r.actions)) for r in recs])[arrays["full"]]
-    np.testing.assert_array_equal(data.ply, plies.astype(np.float32))
 
 
 # ---------------------------------------------------------------- Gumbel AlphaZero
@@ -630,30 +598,3 @@ def test_forced_playouts_visit_every_move_and_leave_the_target_pruned():
         SearchConfig(algorithm="gumbel", reuse_tree=False, forced_playouts=2.0)
 
 
-def test_a_share_of_games_samples_its_moves_for_longer():
-    """selfplay.long_temperature_share: each game draws from its own
-    generator whether it samples for long.moves plies; the others keep the
-    schedule's horizon, past which every move is the most-visited."""
-    from zeroloop.engine.selfplay import LongTemperature
-
-    game = make_game("connect4")
-    seeds = [np.random.SeedSequence([11, k]) for k in range(24)]
-    cfg, sched = SearchConfig(simulations=8), MoveSchedule(temperature=1.0, temperature_moves=2)
-
-    def sampled_late(long):
-        """Per game: whether a move from ply 2 on was below the most-visited."""
-        records = play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=6,
-                                      long=long)
-        out = []
-        for r in records:
-            played = r.policies[np.arange(len(r.actions)), r.actions]
-            out.append(bool((played < r.policies.max(axis=1))[2:].any()))
-        return out, [r.actions for r in records]
-
-    plain, plain_games = sampled_late(None)
-    assert not any(plain)  # past ply 2 the most-visited move, always
-    mixed, mixed_games = sampled_late(LongTemperature(share=0.5, moves=42))
-    assert 0 < sum(mixed) < len(mixed)  # some games sampled on, some did not
-    assert mixed_games != plain_games
-    with pytest.raises(ValueError, match="share=0.0 must be in"):
-        LongTemperature(share=0.0, moves=30)

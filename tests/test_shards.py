@@ -6,7 +6,6 @@ from zeroloop.engine.nn.inference import uniform_evaluator
 from zeroloop.engine.nn.net import NetConfig
 from zeroloop.engine.search import MoveSchedule, SearchConfig
 from zeroloop.engine.selfplay import (
-    LateSearch,
     arrays_to_records,
     play_selfplay_games,
     records_to_arrays,
@@ -91,8 +90,8 @@ def test_selfplay_resumes_after_a_kill_and_never_mixes_settings(tmp_path):
     assert stats.simulations > 0
     assert {i: shard_path(out, i).read_bytes() for i in range(3)} == first  # same seeds, same games
 
-    # other settings: nothing from the old job is kept (a late search is a setting too)
-    assert finished_shards(_job(late=LateSearch(2, 3)), out) == set()
+    # other settings: nothing from the old job is kept (random opening plies are a setting too)
+    assert finished_shards(_job(opening_plies=2), out) == set()
     assert not any(out.glob("shard_*"))
     run_selfplay(job, workers=1, progress=False, out_dir=out)
     other = _job(search=SearchConfig(simulations=7))
@@ -114,8 +113,6 @@ def test_games_do_not_depend_on_the_number_of_workers(tmp_path):
 def test_selfplay_job_validates_its_inputs(tmp_path):
     with pytest.raises(ValueError, match="games=0"):
         _job(games=0)
-    with pytest.raises(ValueError, match="late_simulations=7 must be at most the search's simulations"):
-        _job(late=LateSearch(2, 7))
     with pytest.raises(FileNotFoundError, match="nope.pt"):
         _job(model=str(tmp_path / "nope.pt"))
 

@@ -144,29 +144,6 @@ def test_value_target_mixes_the_result_with_the_search_value(tictactoe_data):
     np.testing.assert_allclose(target.numpy(), 0.5 * (data.z[:5] + data.q[:5]), rtol=1e-6)
 
 
-def test_value_weight_by_move_number_ramps_from_the_generations_weight(tictactoe_data):
-    from zeroloop.pipeline.training.module import ReplayDataModule
-
-    _, base = tictactoe_data
-    with pytest.raises(ValueError, match="ply"):
-        base.value_target(0.5, 0.9, 4)  # data without plies: refused, not a silent constant weight
-    ply = base.planes[:, :2].sum(axis=(1, 2, 3)).astype(np.float32)  # tic-tac-toe: the stones are the moves
-    data = ReplayData(base.planes, base.policy, base.z, base.q, ply)
-    w = 0.5 + (0.9 - 0.5) * np.minimum(ply / 4, 1.0)
-    np.testing.assert_allclose(data.value_target(0.5, 0.9, 4), (1 - w) * data.z + w * data.q, rtol=1e-6)
-    np.testing.assert_allclose(data.value_target(0.5, 0.5, 4), data.value_target(0.5), rtol=1e-6)
-    at_zero = ply == 0
-    np.testing.assert_allclose(data.value_target(0.5, 0.9, 4)[at_zero], data.value_target(0.5)[at_zero])
-    dm = ReplayDataModule(data, batch_size=8, val_fraction=0.0, seed=0, q_weight=0.5, q_weight_late=0.9,
-                          q_weight_ply=4)
-    np.testing.assert_allclose(dm._dataset(np.arange(len(data)))[:][2].numpy(),
-                               data.value_target(0.5, 0.9, 4), rtol=1e-6)
-    # a deduplicated position keeps its ply (tic-tac-toe: a position is always reached after as many moves)
-    d = data.deduplicated()
-    assert len(d) < len(data)
-    np.testing.assert_array_equal(d.ply, d.planes[:, :2].sum(axis=(1, 2, 3)))
-
-
 def test_adamw_decays_only_conv_and_linear_weights_when_asked():
     from zeroloop.pipeline.training.module import AlphaZeroModule, decayed_parameters
 

@@ -439,12 +439,12 @@ def test_selfplay_simulations_keep_the_search_budget(tmp_path, mlflow_db, monkey
     assert objectives.suggest(study.ask(), space, "search").simulations is None
     assert objectives.selfplay_games(100, 32, 64) == 200 and objectives.selfplay_games(100, 128, 64) == 50
     assert objectives.selfplay_games(3, 1000, 8) == 2  # at least one colour-balanced pair
-    # a late search (selfplay.late_simulations) stays within a trial's simulations, whatever they are
-    late = parse_params({"mcts": {"simulations": 64}, "selfplay": {"late_simulations": 32}})
-    for sims, kept in ((16, 16), (128, 32)):
-        trial = objectives.trial_params(late, objectives.TrialSettings(1.0, 1.0, 10, simulations=sims), 0, 1)
-        assert trial.mcts.simulations == sims and trial.selfplay.late_simulations == kept
-        parse_params(trial.to_yaml_data())  # a valid params file: the late search fits
+    # a trial that samples the simulations plays games scaled to keep games x simulations
+    base = parse_params({"mcts": {"simulations": 64}, "tune": {"selfplay_games": 100}})
+    for sims, games in ((32, 200), (128, 50)):
+        trial = objectives.trial_params(base, objectives.TrialSettings(1.0, 1.0, 10, simulations=sims), 0, 1)
+        assert trial.mcts.simulations == sims and trial.selfplay.games == games
+        parse_params(trial.to_yaml_data())  # a valid params file
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{mlflow_db}")
     params = parse_params({**TINY, "net": {"blocks": 1, "channels": 8, "value_hidden": 8},

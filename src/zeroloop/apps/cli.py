@@ -169,6 +169,24 @@ def cmd_errors(args: argparse.Namespace) -> int:
         return 2
 
 
+def cmd_preset(args: argparse.Namespace) -> int:
+    from zeroloop.pipeline.params.loading import ParamsError
+    from zeroloop.pipeline.params.presets import preset_names, preset_path, write_preset
+
+    if args.name is None:
+        for name in preset_names(args.presets):
+            print(name)
+        return 0
+    try:
+        params = write_preset(args.name, args.out, args.presets)
+    except ParamsError as exc:
+        print(f"zeroloop preset: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.out}: {params.game}, {len(params.generations)} generations, from "
+          f"{preset_path(args.name, args.presets)} over the defaults")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="zeroloop", description="AlphaZero training pipeline: engine tools.",
@@ -346,6 +364,16 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument("--json", action="store_true",
                     help="one JSON line per model and set (and per paired comparison) instead of tables")
     er.set_defaults(func=cmd_errors)
+
+    pr = sub.add_parser(
+        "preset", help="write params.yaml from a preset (the defaults with the preset's keys over them)",
+        description="Write params.yaml as the defaults with presets/NAME.yaml's keys over them: a preset "
+                    "holds only what differs from the defaults. Each key's line in the current params.yaml "
+                    "keeps its comment. Without NAME: list the presets. `make preset NAME=...` runs it.")
+    pr.add_argument("name", nargs="?", help="a preset's name (presets/NAME.yaml) or a preset file's path")
+    pr.add_argument("--out", default="params.yaml", help="the file to write (default params.yaml)")
+    pr.add_argument("--presets", default="presets", help="the presets folder (default presets)")
+    pr.set_defaults(func=cmd_preset)
     return p
 
 

@@ -58,47 +58,10 @@ class PlayoutCap:
                              f"fast_simulations={self.fast_simulations} >= 1")
 
 
-@dataclass(frozen=True)
-class LateSearch:
-    """Fewer simulations later in the game: from ply ``from_ply`` on (counted
-    from the start, random opening plies included) a self-play move is searched
-    with ``simulations`` instead of the search's configured number, still with
-    root noise and recorded for training. The opening, whose targets are the
-    hardest to get right, keeps the full search; the later moves, which a
-    smaller search already plays well, cost less, so more games fit a budget."""
-
-    from_ply: int
-    simulations: int
-
-    def __post_init__(self) -> None:
-        if self.from_ply < 1 or self.simulations < 1:
-            raise ValueError(f"late search: from_ply={self.from_ply} and simulations={self.simulations} "
-                             "must be >= 1")
-
-
-@dataclass(frozen=True)
-class LongTemperature:
-    """A share of the games sample their moves for longer: each game draws,
-    first thing from its own generator, whether it is one of them (with
-    probability ``share``); those sample at the schedule's temperature for
-    ``moves`` plies instead of the schedule's ``temperature_moves``. More
-    positions away from the search's choice (which the raw policy lacks)
-    while most games keep to it (round 17, docs/strength.md)."""
-
-    share: float
-    moves: int
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.share <= 1.0 or self.moves < 0:
-            raise ValueError(f"long temperature: share={self.share} must be in (0, 1] "
-                             f"and moves={self.moves} >= 0")
-
-
 @dataclass
 class _Running:
     index: int
     rng: np.random.Generator
-    schedule: MoveSchedule  # the game's own: the long one for a game drawn to sample longer
     actions: list[int] = field(default_factory=list)
     policies: list[np.ndarray] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
@@ -109,8 +72,7 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
                         seeds: Sequence[np.random.SeedSequence], *, in_flight: int = 64,
                         on_game: Callable[[int, GameRecord], None] | None = None,
                         stats: SearchStats | None = None, cap: PlayoutCap | None = None,
-                        opening_plies: int = 0, late: LateSearch | None = None,
-                        long: LongTemperature | None = None) -> list[GameRecord]:
+                        opening_plies: int = 0) -> list[GameRecord]:
     """Play one game of the evaluator against itself per seed; the records
     come back in the order of ``seeds``.
 
@@ -131,21 +93,9 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
     varied positions like the random-play positions the solver's test sets are
     made of. The random moves are kept in the record (so it replays from the
     start) as fast moves (``full`` false): played, not trained on.
-
-    With a ``late`` search, the full searches of positions at ply
-    ``late.from_ply`` or later run ``late.simulations`` simulations (at most
-    the config's). Each game's moves are drawn as without it, so the games
-    agree with those of a run without it up to that ply.
-
-    With ``long`` (:class:`LongTemperature`), each game first draws from its
-    own generator whether it samples for ``long.moves`` plies; the draw
-    shifts its generator, so its games differ from a run without it.
     """
     if not seeds:
         return []
-    if late is not None and late.simulations > config.simulations:
-        raise ValueError(f"late search: simulations={late.simulations} exceeds the search's "
-                         f"{config.simulations} (the opening's)")
     slots = min(in_flight, len(seeds))
     mcts = BatchedMCTS(game, evaluator, config, slots, rng=np.random.default_rng(seeds[0]))
     running: dict[int, _Running] = {}
@@ -157,9 +107,7 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
         if i is None:
             return
         rng = np.random.default_rng(seeds[i])
-        rec = _Running(i, rng, schedule)
-        if long is not None and rng.random() < long.share:
-            rec.schedule = MoveSchedule(temperature=schedule.temperature, temperature_moves=long.moves)
+        rec = _Running(i, rng)
         state = game.initial_state()
         for _ in range(int(rng.integers(opening_plies + 1)) if opening_plies else 0):
             legal = np.flatnonzero(game.legal_mask(state))
@@ -185,11 +133,6 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
             full = {slot: bool(running[slot].rng.random() < cap.full_probability) for slot in order}
             steps = [([s for s in order if full[s]], True, None),
                      ([s for s in order if not full[s]], False, cap.fast_simulations)]
-        if late is not None:  # the full searches split by ply: the opening's, then the later ones
-            group = steps[0][0]
-            is_late = {slot: mcts.root_state(slot).ply >= late.from_ply for slot in group}
-            steps[:1] = [([s for s in group if not is_late[s]], True, None),
-                         ([s for s in group if is_late[s]], True, late.simulations)]
         finished = []
         for group, is_full, sims in steps:
             if not group:
@@ -198,7 +141,7 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
             # PUCT: sampled from the visits, which are the target; Gumbel: the halving's winner,
             # the improved policy the target
             actions = chosen_moves(res, [mcts.root_state(slot).ply for slot in group],
-                                   [running[slot].schedule for slot in group],
+                                   [schedule] * len(group),
                                    [running[slot].rng for slot in group])
             for j, (slot, action) in enumerate(zip(group, actions)):
                 rec = running[slot]

@@ -55,7 +55,7 @@ def selfplay_job(p: Params, model: str | None, seed: int) -> SelfplayJob:
     """Self-play as params.yaml sets it (``mcts``, ``selfplay``, ``runtime.device`` and ``precision``)."""
     s, r = p.selfplay.config(), p.runtime
     return SelfplayJob(game=p.game, model=model, games=s.games, search=p.mcts.config(), schedule=s.schedule,
-                       cap=s.cap, opening_plies=s.opening_plies, late=s.late, long=s.long,
+                       cap=s.cap, opening_plies=s.opening_plies,
                        seed=seed, shard_games=s.shard_games, device=r.device, eval_batch=s.eval_batch,
                        in_flight=r.games_in_flight, eval_cache=r.eval_cache, precision=r.precision)
 
@@ -128,12 +128,11 @@ def replay_window(p: Params, layout: Layout, gen: int, prev: int) -> list[dict]:
     ``train.replay_generations`` generations. The window is chained through
     small manifests (data/replay/gen_g.json lists the shards of the window and
     their checksums), so a generation depends on its predecessor's manifest
-    rather than on a variable number of directories. With window growth
-    (``train.replay_start``) the cut follows the generation."""
+    rather than on a variable number of directories."""
     newest = {"generation": gen, "dir": str(layout.data(gen)),
               "shards": read_manifest(layout.data(gen) / "manifest.json")["shards"]}
     older = read_json(layout.replay_manifest(prev))["window"]
-    return [newest] + older[:p.train.config().window_generations(gen) - 1]
+    return [newest] + older[:p.train.replay_generations - 1]
 
 
 def checked_shards(entries: list[dict]) -> list[str]:
@@ -155,19 +154,15 @@ def checked_shards(entries: list[dict]) -> list[str]:
 def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, progress: bool = True
                ) -> dict:
     """A candidate trained on the replay window from generation ``prev``'s best
-    model, or from its candidate (``train.start_from: candidate``: training
-    goes on whatever the gate decided); ``logger`` is Lightning's (False: none)."""
+    model; ``logger`` is Lightning's (False: none)."""
     from zeroloop.pipeline.training.module import fit_network
     from zeroloop.pipeline.training.replay import load_replay
 
     game = p.make_game()
     entries = replay_window(p, layout, gen, prev)
-    cfg = p.train.config().for_generation(gen)
-    start = layout.model(prev, "candidate") if cfg.start_from == "candidate" else layout.model(prev)
-    net, _, meta = load_model(start, game)
-    data = load_replay(game, checked_shards(entries), cut_ply=cfg.value_cut_ply,
-                       opponent=net.has_opponent_head, ownership=net.has_ownership_head)
-    cut_share = data.cut_share
+    cfg = p.train.config()
+    net, _, meta = load_model(layout.model(prev), game)
+    data = load_replay(game, checked_shards(entries), ownership=net.has_ownership_head)
     occurrences = len(data)
     if cfg.dedup:
         data = data.deduplicated()
@@ -181,8 +176,6 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
                "trained_from": meta.get("origin", prev),
                "window": [e["generation"] for e in entries], "lr": cfg.lr,
                "value_q_weight": cfg.value_q_weight, "wall_s": round(wall, 1)}
-    if cut_share is not None:
-        summary["value_cut_share"] = round(cut_share, 4)
     summary.update({k.replace("_epoch", "").replace("/", "_"): round(v, 5) for k, v in losses.items()})
     summary.update(process_clock())
     write_json(layout.report(gen, "train"), summary)

@@ -65,9 +65,7 @@ def inference_net(net: PolicyValueNet) -> PolicyValueNet:
     for seq in (folded.stem, folded.policy_conv, folded.value_conv):
         seq[0], seq[1] = fuse_conv_bn_eval(seq[0], seq[1]), nn.Identity()
     folded.value_conv[0] = _FirstChannel(folded.value_conv[0])
-    if folded.has_opponent_head:  # a training target only: searching never asks it
-        del folded.opponent_conv, folded.opponent_fc
-    if folded.has_ownership_head:
+    if folded.has_ownership_head:  # a training target only: searching never asks it
         del folded.ownership_conv
     return folded
 

@@ -2,8 +2,8 @@
 
 Input ``x``: ``[B, P, H, W]`` planes from the side to move (P = 4 for most games; see
 :mod:`zeroloop.engine.games.base`). Output: policy logits ``[B, A]`` and value
-``[B]`` in (-1, 1) from the side to move (and, for training, the opponent's
-reply where the net has that head).
+``[B]`` in (-1, 1) from the side to move (and, for training, the final board
+where the net has that head).
 """
 
 from __future__ import annotations
@@ -26,36 +26,29 @@ class NetConfig:
     channels: filters per convolution (AlphaZero: 256; a 6x7 board learns
         well with far less).
     value_hidden: units of the value head's hidden layer (AlphaZero: 256).
-    opponent_policy: a third head, trained to predict the opponent's reply
-        (the search's policy at the next position of the game, KataGo's
-        auxiliary policy target): more to learn from each position, at the
-        cost of one small head in training; searching never runs it (the
-        inference net drops it). Its loss weight is ``train.opponent_policy_weight``.
     ownership: a head trained to predict the final board of the position's
         game, cell by cell from the side to move (+1 its stone at the end, -1
         the opponent's, 0 empty; KataGo's ownership target, which for games
         whose stones stay is where the game's threats ended up): a dense
-        target beside the one number of the result; training only, like the
-        opponent head. Its loss weight is ``train.ownership_weight``.
+        target beside the one number of the result; training only: searching
+        never runs it (the inference net drops it). Its loss weight is
+        ``train.ownership_weight``.
     """
 
     blocks: Annotated[int, at.Interval(ge=1, le=40)] = 5
     channels: Annotated[int, at.Interval(ge=4, le=512)] = 64
     value_hidden: Annotated[int, at.Interval(ge=1, le=1024)] = 64
-    opponent_policy: bool = False
     ownership: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self, "net")
 
     def to_dict(self) -> dict:
-        """The fields, for a model file's header; ``opponent_policy`` and
-        ``ownership`` only when set, so a net without those heads is stored byte
-        for byte as before the options."""
+        """The fields, for a model file's header; ``ownership`` only when set,
+        so a net without that head is stored byte for byte as before the option."""
         d = asdict(self)
-        for head in ("opponent_policy", "ownership"):
-            if not d[head]:
-                del d[head]
+        if not d["ownership"]:
+            del d["ownership"]
         return d
 
 
@@ -90,10 +83,7 @@ class PolicyValueNet(nn.Module):
         self.value_conv = nn.Sequential(nn.Conv2d(c, 1, 1, bias=False), nn.BatchNorm2d(1), nn.ReLU())
         self.value_fc = nn.Sequential(
             nn.Linear(rows * cols, config.value_hidden), nn.ReLU(), nn.Linear(config.value_hidden, 1))
-        if config.opponent_policy:  # made last: the other heads' initial weights stay as without it
-            self.opponent_conv = nn.Sequential(nn.Conv2d(c, 2, 1, bias=False), nn.BatchNorm2d(2), nn.ReLU())
-            self.opponent_fc = nn.Linear(2 * rows * cols, num_actions)
-        if config.ownership:  # made after every other head, for the same reason
+        if config.ownership:  # made last: the other heads' initial weights stay as without it
             self.ownership_conv = nn.Conv2d(c, 1, 1)
 
     @classmethod
@@ -109,24 +99,17 @@ class PolicyValueNet(nn.Module):
         return logits, value
 
     @property
-    def has_opponent_head(self) -> bool:
-        return hasattr(self, "opponent_fc")
-
-    @property
     def has_ownership_head(self) -> bool:
         return hasattr(self, "ownership_conv")
 
     def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """Policy logits, value and the training-only heads the net has:
-        ``opponent``, the logits ``[B, A]`` of the opponent's reply
-        (:attr:`NetConfig.opponent_policy`); ``ownership``, the logits
+        ``ownership``, the logits
         ``[B, H, W]`` of the final board, ``tanh`` of them the expected owner
         of each cell from the side to move (:attr:`NetConfig.ownership`)."""
         h = self.trunk(self.stem(x))
         logits, value = self._heads(h)
         aux = {}
-        if self.has_opponent_head:
-            aux["opponent"] = self.opponent_fc(self.opponent_conv(h).flatten(1))
         if self.has_ownership_head:
             aux["ownership"] = self.ownership_conv(h).squeeze(1)
         return logits, value, aux

@@ -60,7 +60,7 @@ class SearchConfig:
         noise. 0: off.
     """
 
-    simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 100
+    simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 64
     c_puct: Annotated[float, at.Interval(gt=0, le=100)] = 1.25
     c_base: Annotated[float, at.Interval(gt=0, le=1e9)] | None = None
     dirichlet_alpha: Annotated[float, at.Interval(gt=0, le=100)] = 1.0
@@ -76,14 +76,15 @@ class SearchConfig:
     c_visit: Annotated[float, at.Interval(ge=0, le=1e6)] = 50.0
     c_scale: Annotated[float, at.Interval(gt=0, le=1e3)] = 1.0
     gumbel_q: Literal["fixed", "minmax"] = "fixed"
-    forced_playouts: Annotated[float, at.Interval(ge=0, le=100)] = 0.0
+    forced_playouts: Annotated[float, at.Interval(ge=0, le=100)] = 2.0
 
     def __post_init__(self) -> None:
         check_fields(self, "mcts")
-        if self.algorithm == "gumbel" and self.forced_playouts:
-            raise ValueError("mcts.forced_playouts is PUCT's (KataGo); Gumbel search chooses its root visits "
-                             "by sequential halving: set mcts.forced_playouts: 0 with algorithm gumbel")
-        if self.algorithm == "gumbel" and (self.reuse_tree or self.leaves_per_game != 1):
+        if self.algorithm == "gumbel" and (self.reuse_tree or self.leaves_per_game != 1
+                                           or self.forced_playouts):
             raise ValueError("mcts.algorithm gumbel runs its sequential halving on a fresh tree with one "
-                             "leaf per game and step: set mcts.reuse_tree: false and mcts.leaves_per_game: 1 "
-                             f"(got reuse_tree={self.reuse_tree}, leaves_per_game={self.leaves_per_game})")
+                             "leaf per game and step, and the halving chooses the root's visits "
+                             "(mcts.forced_playouts is PUCT's): set mcts.reuse_tree: false, "
+                             "mcts.leaves_per_game: 1 and mcts.forced_playouts: 0 (got reuse_tree="
+                             f"{self.reuse_tree}, leaves_per_game={self.leaves_per_game}, "
+                             f"forced_playouts={self.forced_playouts})")

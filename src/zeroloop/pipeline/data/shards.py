@@ -30,8 +30,6 @@ from zeroloop.engine.nn.net import NetConfig
 from zeroloop.engine.search import MoveSchedule, SearchConfig, SearchStats
 from zeroloop.engine.selfplay import (
     GameRecord,
-    LateSearch,
-    LongTemperature,
     PlayoutCap,
     play_selfplay_games,
     records_to_arrays,
@@ -71,30 +69,16 @@ class SelfplayConfig:
     opening_plies: each game first plays 0..k (uniformly) uniformly random
         legal moves, not searched and not trained on, then self-play goes on
         from that position (0: every game from the start).
-    late_simulations, late_ply: from ply ``late_ply`` on (random opening
-        plies included) a move is searched with ``late_simulations``
-        simulations instead of ``mcts.simulations`` (at most that many), still
-        trained on: the opening keeps the full search, later moves cost less.
-        0: every move ``mcts.simulations``.
-    long_temperature_share, long_temperature_moves: a share of the games
-        (each drawn from the game's own generator) sample their moves for
-        ``long_temperature_moves`` plies instead of ``temperature_moves``:
-        positions away from the search's choice, most games kept to it.
-        0: every game the same (PUCT only; under Gumbel the search chooses).
     """
 
-    games: Annotated[int, at.Ge(1)] = 256
+    games: Annotated[int, at.Ge(1)] = 1500
     temperature: Annotated[float, at.Interval(ge=0, le=10)] = 1.0
-    temperature_moves: Annotated[int, at.Ge(0)] = 10
-    shard_games: Annotated[int, at.Interval(ge=1, le=4096)] = 64
+    temperature_moves: Annotated[int, at.Ge(0)] = 20
+    shard_games: Annotated[int, at.Interval(ge=1, le=4096)] = 100
     eval_batch: Annotated[int, at.Interval(ge=1, le=4096)] = 32
     full_search_probability: Annotated[float, at.Interval(gt=0, le=1)] = 1.0
     fast_simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 16
     opening_plies: Annotated[int, at.Interval(ge=0, le=100)] = 0
-    late_simulations: Annotated[int, at.Interval(ge=0, le=100_000)] = 0
-    late_ply: Annotated[int, at.Interval(ge=1, le=10_000)] = 12
-    long_temperature_share: Annotated[float, at.Interval(ge=0, le=1)] = 0.0
-    long_temperature_moves: Annotated[int, at.Interval(ge=0, le=10_000)] = 30
 
     def __post_init__(self) -> None:
         check_fields(self, "selfplay")
@@ -104,16 +88,6 @@ class SelfplayConfig:
         if self.full_search_probability >= 1.0:
             return None
         return PlayoutCap(self.full_search_probability, self.fast_simulations)
-
-    @property
-    def late(self) -> LateSearch | None:
-        return LateSearch(self.late_ply, self.late_simulations) if self.late_simulations else None
-
-    @property
-    def long(self) -> LongTemperature | None:
-        if not self.long_temperature_share:
-            return None
-        return LongTemperature(self.long_temperature_share, self.long_temperature_moves)
 
     @property
     def schedule(self) -> MoveSchedule:
@@ -137,8 +111,6 @@ class SelfplayJob:
     schedule: MoveSchedule = field(default_factory=MoveSchedule)
     cap: PlayoutCap | None = None
     opening_plies: int = 0
-    late: LateSearch | None = None
-    long: LongTemperature | None = None
     seed: int = 0
     shard_games: int = 64
     device: str = "auto"
@@ -156,9 +128,6 @@ class SelfplayJob:
         if self.eval_batch < 1 or self.in_flight < 1 or self.eval_cache < 0:
             raise ValueError(f"eval_batch={self.eval_batch} and in_flight={self.in_flight} must be >= 1, "
                              f"eval_cache={self.eval_cache} >= 0")
-        if self.late is not None and self.late.simulations > self.search.simulations:
-            raise ValueError(f"late_simulations={self.late.simulations} must be at most the search's "
-                             f"simulations ({self.search.simulations})")
         if isinstance(self.model, str) and not Path(self.model).is_file():
             raise FileNotFoundError(f"{self.model}: no such model file")
 
@@ -184,8 +153,6 @@ class SelfplayJob:
             # a playout cap only when set, so that the identities of older shards still match
             **({"playout_cap": asdict(self.cap)} if self.cap else {}),
             **({"opening_plies": self.opening_plies} if self.opening_plies else {}),
-            **({"late_search": asdict(self.late)} if self.late else {}),
-            **({"long_temperature": asdict(self.long)} if self.long else {}),
             # as resolved on this machine; fp32 is left out, so that shards made before the key
             # existed are still reused
             **({"precision": p} if (p := self._precision()) != "fp32" else {}),
@@ -306,8 +273,7 @@ def _play_shards(task: _WorkerTask, tick: Tick) -> _WorkerResult:
             results.append(ShardResult(shard.index, shard.games, positions, None))
 
     play_selfplay_games(game, evaluator, job.search, job.schedule, seeds, in_flight=job.in_flight,
-                        on_game=finished, stats=stats, cap=job.cap, opening_plies=job.opening_plies,
-                        late=job.late, long=job.long)
+                        on_game=finished, stats=stats, cap=job.cap, opening_plies=job.opening_plies)
     stats.cache_hits += evaluator.hits - before[0]
     stats.network_rows += evaluator.computed - before[1]
     return _WorkerResult(results, stats)

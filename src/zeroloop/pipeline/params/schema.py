@@ -58,6 +58,8 @@ class ConfigSection(_Section):
     """A section derived from a library config (see :func:`config_section`)."""
 
     library_config: ClassVar[type]
+    #: this section's own defaults for some of the library config's fields (see :func:`config_section`)
+    own_defaults: ClassVar[dict] = {}
 
     def config(self) -> Any:
         """The library config these keys describe."""
@@ -71,14 +73,19 @@ class ConfigSection(_Section):
 
 
 def config_section(cls: type, name: str, *, leading: dict | None = None, validators: dict | None = None,
-                   **extra: Any) -> type[ConfigSection]:
+                   defaults: dict | None = None, **extra: Any) -> type[ConfigSection]:
     """A pydantic section with ``cls``'s fields (annotations, bounds, defaults),
     after the ``leading`` and before the ``extra`` pipeline-only fields
-    (``name=(annotation, default)``)."""
-    fields = {**(leading or {}), **config_fields(cls), **extra}
+    (``name=(annotation, default)``). ``defaults`` gives this section its own
+    default for some of ``cls``'s fields, where two sections share one config
+    (the gate and the evaluation are both matches)."""
+    lib = config_fields(cls)
+    fields = {**(leading or {}), **lib,
+              **{k: (lib[k][0], v) for k, v in (defaults or {}).items()}, **extra}
     model = create_model(name, __base__=ConfigSection, __doc__=cls.__doc__, __validators__=validators or {},
                          **fields)
     model.library_config = cls
+    model.own_defaults = dict(defaults or {})
     return model
 
 
@@ -108,7 +115,7 @@ TrainParams = config_section(TrainConfig, "TrainParams")
 
 SPRTParams = config_section(
     GateTest, "SPRTParams",
-    leading={"enabled": (bool, Field(False, description=(
+    leading={"enabled": (bool, Field(True, description=(
         "play the gate in rounds and stop once the sequential test reaches a verdict, which then "
         "decides; when gate.games run out first, the threshold decides")))},
     round_games=(Annotated[int, at.Interval(ge=2, le=100_000)], Field(20, description=(
@@ -125,14 +132,14 @@ def _gate_validators():
 
 
 GateParams = config_section(
-    MatchConfig, "GateParams", validators=_gate_validators(),
+    MatchConfig, "GateParams", validators=_gate_validators(), defaults={"games": 100},
     threshold=(Annotated[float, at.Interval(gt=0, le=1)], Field(0.55, description=(
         "the score (wins + half the draws, a share of the games) at which the candidate replaces "
         "the best model"))),
     sprt=(SPRTParams, SPRTParams()))
 EvaluateParams = config_section(
-    MatchConfig, "EvaluateParams", validators=_even_validator(),
-    uct_playouts=(Annotated[int, at.Interval(ge=1, le=1_000_000)], Field(400, description=(
+    MatchConfig, "EvaluateParams", validators=_even_validator(), defaults={"games": 30, "simulations": 200},
+    uct_playouts=(Annotated[int, at.Interval(ge=1, le=1_000_000)], Field(1000, description=(
         "playouts per move of the rollout-UCT baseline (the Elo anchor, named uct<playouts>)"))),
     perfect_games=(bool, Field(True, description="tic-tac-toe: also play the perfect player")),
     gnugo_level=(Annotated[int | list[int], AfterValidator(_gnugo_levels)], Field(0, description=(
@@ -350,7 +357,7 @@ class Params(_Section):
     gate: GateParams = GateParams()
     evaluate: EvaluateParams = EvaluateParams()
     generations: dict[int, GenerationParams] = Field(
-        default_factory=lambda: {1: GenerationParams(prev=0)},
+        default_factory=lambda: {g: GenerationParams(prev=g - 1) for g in range(1, 7)},
         description="the unrolled chain, one entry per generation g: \"g\": {prev: g - 1}; keys are quoted "
                     "(DVC's foreach drops numeric keys; parse_params insists); append one to train further")
     runtime: RuntimeParams = RuntimeParams()
@@ -378,18 +385,6 @@ class Params(_Section):
             if g > 1 and g - 1 not in v:
                 raise ValueError(f"generation {g - 1} is missing before generation {g}")
         return v
-
-    @model_validator(mode="after")
-    def _late_search_fits(self) -> Params:
-        late, sims = self.selfplay.late_simulations, self.mcts.simulations
-        if late > sims:
-            raise ValueError(f"selfplay.late_simulations: {late} must be at most mcts.simulations ({sims}), "
-                             "the opening's search (0: off)")
-        if self.selfplay.long_temperature_share and self.mcts.algorithm != "puct":
-            share = self.selfplay.long_temperature_share
-            raise ValueError(f"selfplay.long_temperature_share: {share} needs mcts.algorithm: puct "
-                             f"(under {self.mcts.algorithm} the search chooses the move; 0: off)")
-        return self
 
     def make_game(self) -> Game:
         return make_game(self.game)

@@ -81,7 +81,7 @@ class ReplayDataModule(pl.LightningDataModule):
     """Shuffled batches of the replay window with a held-out validation part."""
 
     def __init__(self, data: ReplayData, *, batch_size: int, val_fraction: float, seed: int,
-                 q_weight: float = 0.0, q_weight_late: float | None = None, q_weight_ply: int = 1) -> None:
+                 q_weight: float = 0.0) -> None:
         super().__init__()
         n = len(data)
         g = np.random.default_rng(seed)
@@ -89,13 +89,11 @@ class ReplayDataModule(pl.LightningDataModule):
         n_val = int(round(n * val_fraction)) if n > 10 else 0
         self.val_idx, self.train_idx = order[:n_val], order[n_val:]
         self.data, self.batch_size, self.seed = data, batch_size, seed
-        self.value = data.value_target(q_weight, q_weight_late, q_weight_ply)
+        self.value = data.value_target(q_weight)
 
     def _dataset(self, idx: np.ndarray) -> TensorDataset:
         d = self.data
         columns = [d.planes[idx], d.policy[idx], self.value[idx]]
-        if d.opponent is not None:
-            columns.append(d.opponent[idx])
         if d.ownership is not None:
             columns.append(d.ownership[idx])
         return TensorDataset(*(torch.from_numpy(c) for c in columns))
@@ -129,27 +127,21 @@ class AlphaZeroModule(pl.LightningModule):
         return self.net(x)
 
     def _step(self, batch, stage: str) -> torch.Tensor:
-        # after the three targets: the opponent's reply, then the final board, where the net has those heads
-        planes, pi, z, *more = batch
-        reply = more[:1] if self.net.has_opponent_head else []
-        board = more[len(reply):]
+        # after the three targets: the final board, where the net has that head
+        planes, pi, z, *board = batch
         if stage == "train" and self.augment is not None:
             if board:  # a board-shaped target maps as the input planes do: ride along as one more plane
                 planes = torch.cat([planes, board[0][:, None]], dim=1)
-            planes, pi, *reply = self.augment.random(planes, pi, self._gen, *reply)
+            planes, pi = self.augment.random(planes, pi, self._gen)
             if board:
                 planes, board = planes[:, :-1], [planes[:, -1]]
         if self.channels_last:
             planes = planes.contiguous(memory_format=torch.channels_last)
-        if reply or board:
+        if board:
             logits, value, aux = self.net.forward_train(planes)
         else:
             logits, value = self.net(planes)
         parts = alphazero_loss(logits, value, pi, z, self._decayed, self.optim.l2)
-        if reply:
-            reply_logp = F.log_softmax(aux["opponent"], dim=1)
-            parts["opponent_policy_loss"] = -(reply[0] * reply_logp).sum(dim=1).mean()
-            parts["loss"] = parts["loss"] + self.optim.opponent_policy_weight * parts["opponent_policy_loss"]
         if board:  # per cell, P(own) = sigmoid(2 a) so that tanh(a) is the expected owner; KataGo's weighting
             owned = (1 + board[0]) / 2
             parts["ownership_loss"] = F.binary_cross_entropy_with_logits(2 * aux["ownership"], owned)
@@ -233,8 +225,7 @@ def fit_network(net: PolicyValueNet, game: Game, data: ReplayData, optim: TrainC
     net.train()  # Lightning keeps the modes it finds; BatchNorm must train
     module = AlphaZeroModule(net, game, optim, seed=seed)
     dm = ReplayDataModule(data, batch_size=optim.batch_size, val_fraction=optim.val_fraction, seed=seed,
-                          q_weight=optim.value_q_weight, q_weight_late=optim.value_q_weight_late,
-                          q_weight_ply=optim.value_q_weight_ply)
+                          q_weight=optim.value_q_weight)
     accelerator, devices = lightning_device(device)
     module.channels_last = channels_last_on(optim, accelerator)
     if module.channels_last:

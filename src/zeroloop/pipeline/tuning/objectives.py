@@ -324,16 +324,15 @@ def trial_params(params: Params, settings: TrialSettings, seed: int, workers: in
     mcts = {"c_puct": settings.c_puct}
     mcts.update({k: getattr(settings, k) for k in ("dirichlet_alpha", "dirichlet_epsilon", "simulations")
                  if getattr(settings, k) is not None})
-    games, late = space.selfplay_games, params.selfplay.late_simulations
+    games = space.selfplay_games
     if settings.simulations is not None:
         games = selfplay_games(games, settings.simulations, params.mcts.simulations)
-        late = min(late, settings.simulations)  # a late search is never larger than the trial's own
     return params.model_copy(update={
         "seed": seed,
         "mcts": params.mcts.model_copy(update=mcts),
         "selfplay": params.selfplay.model_copy(update={
             "games": games, "temperature": settings.temperature,
-            "temperature_moves": settings.temperature_moves, "late_simulations": late}),
+            "temperature_moves": settings.temperature_moves}),
         "generations": {g: GenerationParams(prev=g - 1) for g in range(1, space.selfplay_generations + 1)},
         "runtime": params.runtime.model_copy(update={"workers": workers or 0}),
     })
