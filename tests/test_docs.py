@@ -237,3 +237,14 @@ def test_a_figure_changed_in_the_readme_is_caught():
     assert len(misquoted(changed, "docs/")) == 1
     line = paragraph_with(readme, "(docs/strength.md#the-results)")
     assert len(misquoted(readme.replace(line, line.replace("4.2%", "4.3%")), "docs/")) == 1
+
+
+def test_the_readme_links_into_the_docs_at_headings_that_exist():
+    """mkdocs checks the site's anchors; the README is not in the site."""
+    from markdown.extensions.toc import slugify
+
+    links = re.findall(r"\]\(docs/([\w-]+\.md)#([^)]+)\)", (ROOT / "README.md").read_text())
+    assert links, "the README links to no heading"
+    for page, anchor in links:
+        headings = re.findall(r"^#+ (.+)$", (ROOT / "docs" / page).read_text(), flags=re.M)
+        assert anchor in {slugify(h.replace("`", ""), "-") for h in headings}, f"docs/{page}#{anchor}"
