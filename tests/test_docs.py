@@ -1,6 +1,7 @@
 """The documentation site: it builds strictly, its params.yaml reference covers
-every key of params.yaml, the presets and the schema, and development.md's
-code layout matches the tree."""
+every key of params.yaml, the presets and the schema, development.md's code
+layout matches the tree, and every figure the README and the home page quote is
+the figure of the docs page they cite."""
 
 from __future__ import annotations
 
@@ -136,3 +137,114 @@ def test_the_code_layout_lists_exactly_the_tree():
                 if p.parent != PACKAGE and p.parent.parent != PACKAGE}
     unlisted = sorted((modules | packages) - set(listed))
     assert unlisted == [], "in src/zeroloop but not in docs/development.md's code layout"
+
+
+# The figures the README (and the site's home page) quote, against the pages they cite.
+
+def figures(text: str) -> set[str]:
+    """The figures in a piece of markdown: every number (``48.6``, ``2026``,
+    ``4.2``) outside code spans, and every commit named in one (``eedbc89``)."""
+    spans = re.findall(r"`([^`]*)`", text)
+    commits = {s for s in spans if re.fullmatch(r"[0-9a-f]{7,40}", s) and re.search(r"\d", s)}
+    return set(re.findall(r"\d+(?:\.\d+)?", re.sub(r"`[^`]*`", " ", text))) | commits
+
+
+def section(markdown: str, heading: str) -> str:
+    """The text under ``heading`` (a whole heading line) up to the next heading
+    of the same or a higher level."""
+    level = len(heading) - len(heading.lstrip("#"))
+    lines = markdown.splitlines()
+    start = lines.index(heading) + 1
+    end = next((i for i in range(start, len(lines))
+                if re.match(rf"^#{{1,{level}}} ", lines[i])), len(lines))
+    return "\n".join(lines[start:end])
+
+
+def table(markdown: str, header: str) -> list[str]:
+    """The body rows of the first table whose header row starts with ``header``."""
+    lines = markdown.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append(line)
+    return rows
+
+
+def first_cell(row: str) -> str:
+    return row.split("|")[1].strip()
+
+
+def misquoted_rows(quoting: list[str], cited: list[str]) -> list[str]:
+    """The quoting rows whose figures are not all in a cited row of the same
+    first cell (the row, with the figures the cited page lacks)."""
+    wrong = []
+    for row in quoting:
+        candidates = [figures(c) for c in cited if first_cell(c) == first_cell(row)]
+        missing = min((figures(row) - c for c in candidates), key=len, default=None)
+        if missing is None:
+            wrong.append(f"{row}: no row '{first_cell(row)}' on the cited page")
+        elif missing:
+            wrong.append(f"{row}: {sorted(missing)} not in the cited row")
+    return wrong
+
+
+def paragraph_with(markdown: str, link: str) -> str:
+    """The paragraph that holds ``link``."""
+    return next(p for p in markdown.split("\n\n") if link in p)
+
+
+MACHINES_HEADER = "| machine | CPU | ISA |"
+
+
+def misquoted(page: str, docs: str) -> list[str]:
+    """Every figure of ``page``'s opening (the README's or the home page's) that
+    the page it cites does not give: the table of machines against speed.md's
+    table of the default run per machine, the strength line against
+    strength.md's results. ``docs`` is the prefix of a docs link on that page."""
+    speed = section((ROOT / "docs" / "speed.md").read_text(), "## The default run, per machine")
+    results = section((ROOT / "docs" / "strength.md").read_text(), "## The results")
+    assert f"({docs}speed.md#the-default-run-per-machine)" in page
+    rows = table(page, MACHINES_HEADER)
+    assert len(rows) >= 2, "the table of machines has gone"
+    wrong = misquoted_rows(rows, table(speed, MACHINES_HEADER))
+    line = paragraph_with(page, f"({docs}strength.md#the-results)")
+    lacking = figures(line) - figures(results)
+    if lacking:
+        wrong.append(f"{line!r}: {sorted(lacking)} not in strength.md's results")
+    return wrong
+
+
+def test_the_readme_quotes_the_figures_of_the_pages_it_cites():
+    readme = (ROOT / "README.md").read_text()
+    assert misquoted(readme, "docs/") == []
+    presets = (ROOT / "docs" / "presets.md").read_text()
+    assert "(docs/presets.md)" in section(readme, "## Presets")
+    assert misquoted_rows(table(section(readme, "## Presets"), "| preset |"),
+                          table(presets, "| preset |")) == []
+
+
+def test_the_home_page_quotes_the_figures_of_the_pages_it_cites():
+    assert misquoted((ROOT / "docs" / "index.md").read_text(), "") == []
+
+
+def test_a_figure_changed_in_the_readme_is_caught():
+    readme = (ROOT / "README.md").read_text()
+    row = table(readme, MACHINES_HEADER)[0]
+    number = sorted(figures(row) - {"2026"})[0]
+    changed = readme.replace(row, row.replace(number, number + "1", 1))
+    assert len(misquoted(changed, "docs/")) == 1
+    line = paragraph_with(readme, "(docs/strength.md#the-results)")
+    assert len(misquoted(readme.replace(line, line.replace("4.2%", "4.3%")), "docs/")) == 1
+
+
+def test_the_readme_links_into_the_docs_at_headings_that_exist():
+    """mkdocs checks the site's anchors; the README is not in the site."""
+    from markdown.extensions.toc import slugify
+
+    links = re.findall(r"\]\(docs/([\w-]+\.md)#([^)]+)\)", (ROOT / "README.md").read_text())
+    assert links, "the README links to no heading"
+    for page, anchor in links:
+        headings = re.findall(r"^#+ (.+)$", (ROOT / "docs" / page).read_text(), flags=re.M)
+        assert anchor in {slugify(h.replace("`", ""), "-") for h in headings}, f"docs/{page}#{anchor}"
