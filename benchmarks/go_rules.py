@@ -81,8 +81,8 @@ def selfplay(game, games: int, sims: int, seed: int) -> None:
     import torch
 
     from zeroloop.engine.nn import NetConfig, NetworkEvaluator, PolicyValueNet
-    from zeroloop.engine.search import MoveSchedule, SearchConfig, SearchStats
-    from zeroloop.engine.selfplay import play_selfplay_games
+    from zeroloop.engine.search import SearchConfig, SearchStats
+    from zeroloop.engine.selfplay import SelfplayConfig, play_selfplay_games
 
     torch.manual_seed(seed)
     net = PolicyValueNet.for_game(game, NetConfig(blocks=4, channels=64, value_hidden=64))
@@ -90,7 +90,7 @@ def selfplay(game, games: int, sims: int, seed: int) -> None:
     stats = SearchStats()
     seeds = np.random.SeedSequence(seed).spawn(games)
     t0 = time.perf_counter()
-    schedule = MoveSchedule(temperature=1.0, temperature_moves=8)
+    schedule = SelfplayConfig(temperature=1.0, temperature_moves=8)
     records = play_selfplay_games(game, ev, SearchConfig(simulations=sims), schedule, seeds, in_flight=games,
                                   stats=stats)
     wall = time.perf_counter() - t0

@@ -42,8 +42,11 @@ def play(job, backend, workers: int) -> tuple[float, str]:
 
 
 def main() -> None:
+    from dataclasses import replace
+
     from zeroloop.engine.nn.net import NetConfig
-    from zeroloop.engine.search import MoveSchedule, SearchConfig
+    from zeroloop.engine.search import SearchConfig
+    from zeroloop.engine.selfplay import SelfplayConfig
     from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
     from zeroloop.pipeline.data.shards import SelfplayJob
     from zeroloop.pipeline.runtime.backend import Backend, local_cores
@@ -66,18 +69,18 @@ def main() -> None:
 
     model = None if a.model == "random" else a.model
     net = NetConfig(blocks=a.blocks, channels=a.channels, value_hidden=a.channels) if model is None else None
-    job = SelfplayJob(game=a.game, model=model, games=a.games, net=net, device="cpu",
+    job = SelfplayJob(game=a.game, model=model, net=net, device="cpu",
                       search=SearchConfig(simulations=a.sims),
-                      schedule=MoveSchedule(temperature=1.0, temperature_moves=8),
-                      shard_games=a.shard_games, in_flight=a.in_flight, seed=11)
-    warm = SelfplayJob(**{**job.__dict__, "games": max(2, a.workers * 2), "shard_games": 1, "seed": 12})
+                      selfplay=SelfplayConfig(games=a.games, temperature_moves=8, shard_games=a.shard_games),
+                      in_flight=a.in_flight, seed=11)
+    warm = replace(job, selfplay=replace(job.selfplay, games=max(2, a.workers * 2), shard_games=1), seed=12)
     local, ray = Backend("local"), Backend("ray", a.address)
     play(warm, local, a.workers)  # numba's kernels compiled into its on-disk cache, files in the page cache
 
     times: dict[str, list[float]] = {"local": [], "ray": []}
     digests: dict[str, set[tuple[int, str]]] = {"local": set(), "ray": set()}
     for r in range(a.rounds):  # new games each round: warm workers' position caches must not replay them
-        job_r = SelfplayJob(**{**job.__dict__, "seed": 100 + r})
+        job_r = replace(job, seed=100 + r)
         for name, backend in (("local", local), ("ray", ray)):
             seconds, digest = play(job_r, backend, a.workers)
             times[name].append(seconds)

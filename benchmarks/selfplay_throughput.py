@@ -75,11 +75,11 @@ def _net(spec: Spec):
 
 def selfplay_worker(spec: Spec, mode: str) -> dict:
     from zeroloop.engine.nn import FixedBatchEvaluator, NetworkEvaluator
-    from zeroloop.engine.search import MoveSchedule, SearchConfig, SearchStats
-    from zeroloop.engine.selfplay import play_selfplay_games
+    from zeroloop.engine.search import SearchConfig, SearchStats
+    from zeroloop.engine.selfplay import SelfplayConfig, play_selfplay_games
 
     game, net = _net(spec)
-    cfg, schedule = SearchConfig(simulations=spec.sims), MoveSchedule(temperature=1.0, temperature_moves=8)
+    cfg, schedule = SearchConfig(simulations=spec.sims), SelfplayConfig(temperature=1.0, temperature_moves=8)
     seeds = [np.random.SeedSequence([spec.seed, k]) for k in range(spec.games)]
     stats = SearchStats()
     t0 = time.perf_counter()

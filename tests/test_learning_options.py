@@ -12,7 +12,7 @@ import torch
 
 from zeroloop.engine.games import make_game
 from zeroloop.engine.nn import NetConfig, PolicyValueNet
-from zeroloop.engine.search import BatchedMCTS, MoveSchedule, SearchConfig
+from zeroloop.engine.search import BatchedMCTS, SearchConfig
 from zeroloop.pipeline.training.config import TrainConfig
 from zeroloop.pipeline.training.module import fit_network
 from zeroloop.pipeline.training.replay import ReplayData
@@ -122,8 +122,8 @@ def test_playout_cap_searches_fast_moves_without_root_noise(monkeypatch):
 
     monkeypatch.setattr(selfplay, "BatchedMCTS", Recorded)
     seeds = [np.random.SeedSequence([6, k]) for k in range(2)]
-    records = selfplay.play_selfplay_games(game, oracle, SearchConfig(simulations=16), MoveSchedule(), seeds,
-                                           in_flight=2, cap=selfplay.PlayoutCap(0.5, 4))
+    sp = selfplay.SelfplayConfig(temperature_moves=10, full_search_probability=0.5, fast_simulations=4)
+    records = selfplay.play_selfplay_games(game, oracle, SearchConfig(simulations=16), sp, seeds, in_flight=2)
     kinds = set()
     for slot, rec in enumerate(records):  # two games, two slots: game k plays in slot k
         mine = [s for s in searched if s[0] == slot]

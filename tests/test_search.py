@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -5,7 +7,10 @@ import torch
 from zeroloop.engine.games import make_game
 from zeroloop.engine.nn import NetConfig, NetworkEvaluator, PolicyValueNet, uniform_evaluator
 from zeroloop.engine.search import BatchedMCTS, MoveSchedule, SearchConfig, choose_move, visit_policy
-from zeroloop.engine.selfplay import play_selfplay_games
+from zeroloop.engine.selfplay import SelfplayConfig, play_selfplay_games
+
+#: self-play that samples its first 10 plies from the visits, then plays the most-visited move
+SAMPLED_10 = SelfplayConfig(temperature_moves=10)
 
 
 def search_position(name, moves, sims=200, **cfg):
@@ -194,7 +199,7 @@ def test_seeded_selfplay_is_reproducible():
 
     def run(seed):
         seeds = [np.random.SeedSequence([seed, k]) for k in range(6)]
-        return play_selfplay_games(game, ev, SearchConfig(simulations=16), MoveSchedule(), seeds, in_flight=4)
+        return play_selfplay_games(game, ev, SearchConfig(simulations=16), SAMPLED_10, seeds, in_flight=4)
 
     a, b, c = run(7), run(7), run(8)
     assert [r.actions for r in a] == [r.actions for r in b]
@@ -212,18 +217,19 @@ def test_seeded_selfplay_is_reproducible():
 
 def test_playout_cap_records_full_searches_only():
     from zeroloop.engine.nn import uniform_evaluator
-    from zeroloop.engine.search import MoveSchedule, SearchStats
-    from zeroloop.engine.selfplay import PlayoutCap, play_selfplay_games, records_to_arrays
+    from zeroloop.engine.search import SearchStats
+    from zeroloop.engine.selfplay import SelfplayConfig, play_selfplay_games, records_to_arrays
 
     game = make_game("connect4")
     seeds = [np.random.SeedSequence([5, k]) for k in range(6)]
-    cfg, sched = SearchConfig(simulations=24), MoveSchedule(temperature=1.0, temperature_moves=42)
+    cfg, sched = SearchConfig(simulations=24), SelfplayConfig(temperature=1.0, temperature_moves=42)
     plain = play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=3)
     assert all(r.full.all() for r in plain)
     assert "full" not in records_to_arrays(game, plain)  # shards without a cap are as before
     stats = SearchStats()
-    capped = play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=3, stats=stats,
-                                 cap=PlayoutCap(0.25, 4))
+    capped = play_selfplay_games(game, uniform_evaluator(game), cfg,
+                                 replace(sched, full_search_probability=0.25, fast_simulations=4), seeds,
+                                 in_flight=3, stats=stats)
     full = np.concatenate([r.full for r in capped])
     assert 0.1 < full.mean() < 0.45  # about a quarter of the moves were full searches
     moves = len(full)
@@ -234,8 +240,9 @@ def test_playout_cap_records_full_searches_only():
         assert len(r.policies) == len(r.full) == len(r.actions)
         assert np.allclose(r.policies.sum(axis=1), 1.0, atol=1e-5)
     # every move a full search: the cap changes nothing but the draw per move
-    every = play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=3,
-                                cap=PlayoutCap(1.0, 4))
+    every = play_selfplay_games(game, uniform_evaluator(game), cfg,
+                                replace(sched, full_search_probability=1.0, fast_simulations=4), seeds,
+                                in_flight=3)
     assert all(r.full.all() for r in every)
 
 
@@ -244,11 +251,11 @@ def _connect4_selfplay(key: int, games: int, simulations: int, in_flight: int):
     ``play(**options)`` plays the same seeded games with other options."""
     game = make_game("connect4")
     seeds = [np.random.SeedSequence([key, k]) for k in range(games)]
-    cfg, sched = SearchConfig(simulations=simulations), MoveSchedule(temperature=1.0, temperature_moves=42)
+    cfg, sched = SearchConfig(simulations=simulations), SelfplayConfig(temperature=1.0, temperature_moves=42)
 
-    def play(**options):
-        return play_selfplay_games(game, uniform_evaluator(game), cfg, sched, seeds, in_flight=in_flight,
-                                   **options)
+    def play(stats=None, **options):
+        return play_selfplay_games(game, uniform_evaluator(game), cfg, replace(sched, **options), seeds,
+                                   in_flight=in_flight, stats=stats)
     return game, play
 
 
@@ -279,15 +286,15 @@ def test_random_opening_plies_start_games_off_the_start_and_are_not_trained_on()
 
 def test_training_reads_only_the_full_searches(tmp_path):
     from zeroloop.engine.nn import uniform_evaluator
-    from zeroloop.engine.search import MoveSchedule
-    from zeroloop.engine.selfplay import PlayoutCap, play_selfplay_games, records_to_arrays
+    from zeroloop.engine.selfplay import SelfplayConfig, play_selfplay_games, records_to_arrays
     from zeroloop.pipeline.data.storage import save_shard
     from zeroloop.pipeline.training.replay import load_replay
 
     game = make_game("tictactoe")
     recs = play_selfplay_games(game, uniform_evaluator(game), SearchConfig(simulations=8),
-                               MoveSchedule(temperature=1.0, temperature_moves=9),
-                               [np.random.SeedSequence([1, k]) for k in range(8)], cap=PlayoutCap(0.5, 2))
+                               SelfplayConfig(temperature_moves=9, full_search_probability=0.5,
+                                              fast_simulations=2),
+                               [np.random.SeedSequence([1, k]) for k in range(8)])
     arrays = records_to_arrays(game, recs)
     path = tmp_path / "shard.zls"
     save_shard(path, arrays, {"identity": {"game": "tictactoe"}})
@@ -483,12 +490,11 @@ def test_gumbel_needs_a_fresh_tree_and_one_leaf_per_step():
 
 def test_gumbel_selfplay_is_reproducible():
     from zeroloop.engine.nn import uniform_evaluator as uni
-    from zeroloop.engine.search import MoveSchedule
     from zeroloop.engine.selfplay import play_selfplay_games
 
     game = make_game("tictactoe")
     seeds = [np.random.SeedSequence([2, k]) for k in range(6)]
-    runs = [play_selfplay_games(game, uni(game), _gumbel(8), MoveSchedule(), seeds, in_flight=k)
+    runs = [play_selfplay_games(game, uni(game), _gumbel(8), SAMPLED_10, seeds, in_flight=k)
             for k in (1, 4)]
     assert [r.actions for r in runs[0]] == [r.actions for r in runs[1]]
     for rec in runs[0]:
@@ -523,7 +529,7 @@ def test_gumbel_selfplay_records_the_improved_policy_and_plays_the_halving_winne
 
     monkeypatch.setattr(selfplay, "BatchedMCTS", Recorded)
     seeds = [np.random.SeedSequence([4, k]) for k in range(2)]
-    records = selfplay.play_selfplay_games(game, oracle, _gumbel(8, max_considered_actions=4), MoveSchedule(),
+    records = selfplay.play_selfplay_games(game, oracle, _gumbel(8, max_considered_actions=4), SAMPLED_10,
                                            seeds, in_flight=2)
     assert records[0].actions != records[1].actions  # the noise picks other moves: the rows differ
     differs_from_visits = halving_not_most_visited = 0

@@ -4,8 +4,9 @@ import pytest
 from zeroloop.engine.games import make_game
 from zeroloop.engine.nn.inference import uniform_evaluator
 from zeroloop.engine.nn.net import NetConfig
-from zeroloop.engine.search import MoveSchedule, SearchConfig
+from zeroloop.engine.search import SearchConfig
 from zeroloop.engine.selfplay import (
+    SelfplayConfig,
     arrays_to_records,
     play_selfplay_games,
     records_to_arrays,
@@ -19,7 +20,8 @@ from zeroloop.pipeline.data.storage import DamagedFileError, load_shard, read_sh
 def records():
     game = make_game("connect4")
     recs = play_selfplay_games(game, uniform_evaluator(game), SearchConfig(simulations=8),
-                               MoveSchedule(), [np.random.SeedSequence([2, k]) for k in range(5)])
+                               SelfplayConfig(temperature_moves=10),
+                               [np.random.SeedSequence([2, k]) for k in range(5)])
     return game, recs
 
 
@@ -67,8 +69,11 @@ def test_damaged_shards_are_detected_and_named(tmp_path, records, damage):
 
 
 def _job(**kw):
-    args = dict(game="tictactoe", model=None, games=7, search=SearchConfig(simulations=6), seed=11,
-                shard_games=3, device="cpu", net=NetConfig(blocks=1, channels=8, value_hidden=8))
+    """A small job; ``kw`` names job fields or :class:`SelfplayConfig` fields (games, shard_games, ...)."""
+    play = {k: kw.pop(k) for k in list(kw) if k in SelfplayConfig.__dataclass_fields__}
+    args = dict(game="tictactoe", model=None, search=SearchConfig(simulations=6), seed=11,
+                device="cpu", net=NetConfig(blocks=1, channels=8, value_hidden=8),
+                selfplay=SelfplayConfig(**{"games": 7, "shard_games": 3, "temperature_moves": 10, **play}))
     args.update(kw)
     return SelfplayJob(**args)
 

@@ -7,8 +7,8 @@ import torch
 from zeroloop.engine.games import make_game
 from zeroloop.engine.nn import NetConfig, PolicyValueNet
 from zeroloop.engine.nn.inference import uniform_evaluator
-from zeroloop.engine.search import MoveSchedule, SearchConfig
-from zeroloop.engine.selfplay import play_selfplay_games, records_to_arrays, unpack_planes
+from zeroloop.engine.search import SearchConfig
+from zeroloop.engine.selfplay import SelfplayConfig, play_selfplay_games, records_to_arrays, unpack_planes
 from zeroloop.pipeline.training.config import TrainConfig
 from zeroloop.pipeline.training.module import alphazero_loss, fit_network, lightning_device
 from zeroloop.pipeline.training.replay import ReplayData, SymmetryAugment
@@ -78,7 +78,7 @@ def test_random_augmentation_uses_its_generator():
 def tictactoe_data():
     game = make_game("tictactoe")
     records = play_selfplay_games(game, uniform_evaluator(game), SearchConfig(simulations=24),
-                                  MoveSchedule(temperature=1.0, temperature_moves=9),
+                                  SelfplayConfig(temperature=1.0, temperature_moves=9),
                                   [np.random.SeedSequence([0, k]) for k in range(40)])
     arrays = records_to_arrays(game, records)
     planes = unpack_planes(arrays["planes"], game)

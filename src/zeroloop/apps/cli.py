@@ -30,13 +30,15 @@ def cmd_analyse(args: argparse.Namespace) -> int:
 def cmd_selfplay(args: argparse.Namespace) -> int:
     from zeroloop.engine.games import make_game
     from zeroloop.engine.search import SearchConfig
+    from zeroloop.engine.selfplay import SelfplayConfig
     from zeroloop.pipeline.data.shards import SelfplayJob, run_selfplay
 
     try:
         game = make_game(args.game)
-        job = SelfplayJob(game=game.name, model=args.model, games=args.games,
+        job = SelfplayJob(game=game.name, model=args.model,
+                          selfplay=SelfplayConfig(games=args.games, shard_games=args.shard_games),
                           search=SearchConfig(simulations=args.sims), seed=args.seed,
-                          shard_games=args.shard_games, in_flight=args.in_flight, device=args.device)
+                          in_flight=args.in_flight, device=args.device)
     except (ValueError, FileNotFoundError) as exc:
         print(f"zeroloop selfplay: {exc}", file=sys.stderr)
         return 2

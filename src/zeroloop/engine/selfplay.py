@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from zeroloop.engine.config import Annotated, at, check_fields
 from zeroloop.engine.games import Game, first_player_result
 from zeroloop.engine.games.base import input_planes
 from zeroloop.engine.search import (
@@ -58,6 +59,54 @@ class PlayoutCap:
                              f"fast_simulations={self.fast_simulations} >= 1")
 
 
+@dataclass(frozen=True, kw_only=True)
+class SelfplayConfig:
+    """How self-play plays its games (params.yaml ``selfplay``).
+
+    games: games per generation (AlphaZero: 25,000 per checkpoint in Go).
+    temperature, temperature_moves: moves are sampled from the visit counts
+        at ``temperature`` for the first ``temperature_moves`` plies, then the
+        most-visited move is played (AlphaZero: 1.0 for 30 moves).
+    shard_games: games per shard, the unit of resuming a killed stage (a shard
+        is written as soon as its games are done).
+    eval_batch: positions per network call. A network's floating-point answer
+        depends on the batch size it is computed at, so self-play always calls
+        it with exactly this many positions (padding a short call): the games
+        then do not depend on the worker count or on how many games a worker
+        has in flight. 32 is near the network-only peak of the CPU it was
+        chosen on (AMD EPYC Zen 4, 2 cores, avx512_bf16); a GPU wants more.
+    full_search_probability, fast_simulations: playout cap randomisation
+        (KataGo): a move is a full search (``mcts.simulations``, recorded for
+        training) with this probability, else a fast search of
+        ``fast_simulations``, played but not recorded. 1.0: every move is full.
+    opening_plies: each game first plays 0..k (uniformly) uniformly random
+        legal moves, not searched and not trained on, then self-play goes on
+        from that position (0: every game from the start).
+    """
+
+    games: Annotated[int, at.Ge(1)] = 1500
+    temperature: Annotated[float, at.Interval(ge=0, le=10)] = 1.0
+    temperature_moves: Annotated[int, at.Ge(0)] = 20
+    shard_games: Annotated[int, at.Interval(ge=1, le=4096)] = 100
+    eval_batch: Annotated[int, at.Interval(ge=1, le=4096)] = 32
+    full_search_probability: Annotated[float, at.Interval(gt=0, le=1)] = 1.0
+    fast_simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 16
+    opening_plies: Annotated[int, at.Interval(ge=0, le=100)] = 0
+
+    def __post_init__(self) -> None:
+        check_fields(self, "selfplay")
+
+    @property
+    def cap(self) -> PlayoutCap | None:
+        if self.full_search_probability >= 1.0:
+            return None
+        return PlayoutCap(self.full_search_probability, self.fast_simulations)
+
+    @property
+    def schedule(self) -> MoveSchedule:
+        return MoveSchedule(temperature=self.temperature, temperature_moves=self.temperature_moves)
+
+
 @dataclass
 class _Running:
     index: int
@@ -68,13 +117,15 @@ class _Running:
     full: list[bool] = field(default_factory=list)
 
 
-def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, schedule: MoveSchedule,
+def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, selfplay: SelfplayConfig,
                         seeds: Sequence[np.random.SeedSequence], *, in_flight: int = 64,
                         on_game: Callable[[int, GameRecord], None] | None = None,
-                        stats: SearchStats | None = None, cap: PlayoutCap | None = None,
-                        opening_plies: int = 0) -> list[GameRecord]:
-    """Play one game of the evaluator against itself per seed; the records
-    come back in the order of ``seeds``.
+                        stats: SearchStats | None = None) -> list[GameRecord]:
+    """Play one game of the evaluator against itself per seed, searched as
+    ``config`` says and played as ``selfplay`` says (its move schedule, playout
+    cap and random opening plies; its ``games``, ``shard_games`` and
+    ``eval_batch`` are the pipeline's); the records come back in the order of
+    ``seeds``.
 
     ``in_flight`` games share each search step (one evaluator call for all
     their leaves); when one ends, the next waiting game takes its slot at once,
@@ -83,7 +134,7 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
     evaluator whose answer for a position does not depend on the rest of its
     batch (:class:`~zeroloop.engine.nn.FixedBatchEvaluator`) a game does not
     depend on ``in_flight`` nor on the other games played with it.
-    ``on_game(i, record)`` follows each finished game. With a playout ``cap``
+    ``on_game(i, record)`` follows each finished game. With a playout cap
     each game draws, per move and from its own generator, whether the move is
     a full or a fast search.
 
@@ -96,6 +147,7 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
     """
     if not seeds:
         return []
+    schedule, cap, opening_plies = selfplay.schedule, selfplay.cap, selfplay.opening_plies
     slots = min(in_flight, len(seeds))
     mcts = BatchedMCTS(game, evaluator, config, slots, rng=np.random.default_rng(seeds[0]))
     running: dict[int, _Running] = {}

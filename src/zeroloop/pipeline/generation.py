@@ -53,11 +53,10 @@ def init_step(p: Params, layout: Layout) -> dict:
 
 def selfplay_job(p: Params, model: str | None, seed: int) -> SelfplayJob:
     """Self-play as params.yaml sets it (``mcts``, ``selfplay``, ``runtime.device`` and ``precision``)."""
-    s, r = p.selfplay.config(), p.runtime
-    return SelfplayJob(game=p.game, model=model, games=s.games, search=p.mcts.config(), schedule=s.schedule,
-                       cap=s.cap, opening_plies=s.opening_plies,
-                       seed=seed, shard_games=s.shard_games, device=r.device, eval_batch=s.eval_batch,
-                       in_flight=r.games_in_flight, eval_cache=r.eval_cache, precision=r.precision)
+    r = p.runtime
+    return SelfplayJob(game=p.game, model=model, selfplay=p.selfplay.config(), search=p.mcts.config(),
+                       seed=seed, device=r.device, in_flight=r.games_in_flight, eval_cache=r.eval_cache,
+                       precision=r.precision)
 
 
 def selfplay_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: bool = True

@@ -23,17 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from zeroloop.engine.config import Annotated, at, check_fields
 from zeroloop.engine.games import Game, make_game
 from zeroloop.engine.nn import FixedBatchEvaluator
 from zeroloop.engine.nn.net import NetConfig
-from zeroloop.engine.search import MoveSchedule, SearchConfig, SearchStats
-from zeroloop.engine.selfplay import (
-    GameRecord,
-    PlayoutCap,
-    play_selfplay_games,
-    records_to_arrays,
-)
+from zeroloop.engine.search import SearchConfig, SearchStats
+from zeroloop.engine.selfplay import GameRecord, SelfplayConfig, play_selfplay_games, records_to_arrays
 from zeroloop.pipeline.data.storage import (
     DamagedFileError,
     ShippedFile,
@@ -44,54 +38,6 @@ from zeroloop.pipeline.data.storage import (
 )
 from zeroloop.pipeline.runtime.backend import Tick, current_backend, parts_sent, send_part
 from zeroloop.pipeline.runtime.workers import default_workers, run_tasks
-
-
-@dataclass(frozen=True, kw_only=True)
-class SelfplayConfig:
-    """Self-play settings per generation (params.yaml ``selfplay``).
-
-    games: games per generation (AlphaZero: 25,000 per checkpoint in Go).
-    temperature, temperature_moves: moves are sampled from the visit counts
-        at ``temperature`` for the first ``temperature_moves`` plies, then the
-        most-visited move is played (AlphaZero: 1.0 for 30 moves).
-    shard_games: games per shard, the unit of resuming a killed stage (a shard
-        is written as soon as its games are done).
-    eval_batch: positions per network call. A network's floating-point answer
-        depends on the batch size it is computed at, so self-play always calls
-        it with exactly this many positions (padding a short call): the games
-        then do not depend on the worker count or on how many games a worker
-        has in flight. 32 is near the network-only peak of the CPU it was
-        chosen on (AMD EPYC Zen 4, 2 cores, avx512_bf16); a GPU wants more.
-    full_search_probability, fast_simulations: playout cap randomisation
-        (KataGo): a move is a full search (``mcts.simulations``, recorded for
-        training) with this probability, else a fast search of
-        ``fast_simulations``, played but not recorded. 1.0: every move is full.
-    opening_plies: each game first plays 0..k (uniformly) uniformly random
-        legal moves, not searched and not trained on, then self-play goes on
-        from that position (0: every game from the start).
-    """
-
-    games: Annotated[int, at.Ge(1)] = 1500
-    temperature: Annotated[float, at.Interval(ge=0, le=10)] = 1.0
-    temperature_moves: Annotated[int, at.Ge(0)] = 20
-    shard_games: Annotated[int, at.Interval(ge=1, le=4096)] = 100
-    eval_batch: Annotated[int, at.Interval(ge=1, le=4096)] = 32
-    full_search_probability: Annotated[float, at.Interval(gt=0, le=1)] = 1.0
-    fast_simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 16
-    opening_plies: Annotated[int, at.Interval(ge=0, le=100)] = 0
-
-    def __post_init__(self) -> None:
-        check_fields(self, "selfplay")
-
-    @property
-    def cap(self) -> PlayoutCap | None:
-        if self.full_search_probability >= 1.0:
-            return None
-        return PlayoutCap(self.full_search_probability, self.fast_simulations)
-
-    @property
-    def schedule(self) -> MoveSchedule:
-        return MoveSchedule(temperature=self.temperature, temperature_moves=self.temperature_moves)
 
 
 @dataclass(frozen=True)
@@ -106,30 +52,32 @@ class SelfplayJob:
 
     game: str
     model: str | ShippedFile | None  # a shipped file on a backend whose tasks have their own disks
-    games: int
+    selfplay: SelfplayConfig = field(default_factory=SelfplayConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
-    schedule: MoveSchedule = field(default_factory=MoveSchedule)
-    cap: PlayoutCap | None = None
-    opening_plies: int = 0
     seed: int = 0
-    shard_games: int = 64
     device: str = "auto"
     net: NetConfig | None = None
-    eval_batch: int = 32
     in_flight: int = 128
     eval_cache: int = 100_000
     precision: str = "fp32"
 
     def __post_init__(self) -> None:
-        if self.games < 1:
-            raise ValueError(f"games={self.games} must be >= 1")
-        if self.shard_games < 1:
-            raise ValueError(f"shard_games={self.shard_games} must be >= 1")
-        if self.eval_batch < 1 or self.in_flight < 1 or self.eval_cache < 0:
-            raise ValueError(f"eval_batch={self.eval_batch} and in_flight={self.in_flight} must be >= 1, "
-                             f"eval_cache={self.eval_cache} >= 0")
+        if self.in_flight < 1 or self.eval_cache < 0:
+            raise ValueError(f"in_flight={self.in_flight} must be >= 1, eval_cache={self.eval_cache} >= 0")
         if isinstance(self.model, str) and not Path(self.model).is_file():
             raise FileNotFoundError(f"{self.model}: no such model file")
+
+    @property
+    def games(self) -> int:
+        return self.selfplay.games
+
+    @property
+    def shard_games(self) -> int:
+        return self.selfplay.shard_games
+
+    @property
+    def eval_batch(self) -> int:
+        return self.selfplay.eval_batch
 
     def _precision(self) -> str:
         from zeroloop.engine.nn import resolve_device
@@ -144,15 +92,16 @@ class SelfplayJob:
     def identity(self) -> dict:
         """What a shard must have been made with to be reused: settings, seed
         and the model file's checksum."""
+        s = self.selfplay
         return {
             "game": self.game, "games": self.games, "seed": self.seed, "shard_games": self.shard_games,
-            "search": asdict(self.search), "schedule": asdict(self.schedule), "eval_batch": self.eval_batch,
+            "search": asdict(self.search), "schedule": asdict(s.schedule), "eval_batch": self.eval_batch,
             "net": asdict(self.net) if self.net else None,
             "model_sha256": (self.model.sha256 if isinstance(self.model, ShippedFile)
                              else file_sha256(self.model) if self.model else None),
             # a playout cap only when set, so that the identities of older shards still match
-            **({"playout_cap": asdict(self.cap)} if self.cap else {}),
-            **({"opening_plies": self.opening_plies} if self.opening_plies else {}),
+            **({"playout_cap": asdict(s.cap)} if s.cap else {}),
+            **({"opening_plies": s.opening_plies} if s.opening_plies else {}),
             # as resolved on this machine; fp32 is left out, so that shards made before the key
             # existed are still reused
             **({"precision": p} if (p := self._precision()) != "fp32" else {}),
@@ -272,8 +221,8 @@ def _play_shards(task: _WorkerTask, tick: Tick) -> _WorkerResult:
             save_shard(shard.out, records_to_arrays(game, records), dict(shard.meta, index=shard.index))
             results.append(ShardResult(shard.index, shard.games, positions, None))
 
-    play_selfplay_games(game, evaluator, job.search, job.schedule, seeds, in_flight=job.in_flight,
-                        on_game=finished, stats=stats, cap=job.cap, opening_plies=job.opening_plies)
+    play_selfplay_games(game, evaluator, job.search, job.selfplay, seeds, in_flight=job.in_flight,
+                        on_game=finished, stats=stats)
     stats.cache_hits += evaluator.hits - before[0]
     stats.network_rows += evaluator.computed - before[1]
     return _WorkerResult(results, stats)

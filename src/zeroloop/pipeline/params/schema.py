@@ -10,7 +10,7 @@ gives the library object: the one seam from params.yaml to the code.
 |------------|-------------------------------------------------|
 | ``net``    | :class:`zeroloop.engine.nn.NetConfig`           |
 | ``mcts``   | :class:`zeroloop.engine.search.SearchConfig`    |
-| ``selfplay`` | :class:`zeroloop.pipeline.data.shards.SelfplayConfig` |
+| ``selfplay`` | :class:`zeroloop.engine.selfplay.SelfplayConfig` |
 | ``train``  | :class:`zeroloop.pipeline.training.config.TrainConfig` |
 | ``gate``, ``evaluate`` | :class:`zeroloop.engine.arena.MatchConfig` plus their own keys |
 | ``gate.sprt`` | :class:`zeroloop.engine.rating.GateTest` plus ``enabled``, ``round_games`` |
@@ -45,7 +45,7 @@ from zeroloop.engine.games import GAME_NAMES, Game, make_game
 from zeroloop.engine.nn import NetConfig
 from zeroloop.engine.rating import SPRT, GateTest
 from zeroloop.engine.search import SearchConfig
-from zeroloop.pipeline.data.shards import SelfplayConfig
+from zeroloop.engine.selfplay import SelfplayConfig
 from zeroloop.pipeline.runtime.backend import Backend
 from zeroloop.pipeline.training.config import TrainConfig
 
