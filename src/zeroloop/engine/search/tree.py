@@ -95,8 +95,8 @@ def pruned_visits(visits: np.ndarray, q: np.ndarray, prior: np.ndarray, scale: f
 
 def root_scale(n_root: np.float32, params: K.Params) -> np.float32:
     """PUCT's ``c(s) * sqrt(N(s))`` at a root of ``n_root`` visits, for
-    :func:`pruned_visits` (in float32, as NumPy computes it from the float32
-    count)."""
+    :func:`pruned_visits`: the search's own ``c(s)``, times the square root
+    in float32 (NumPy's type for the float32 count)."""
     return exploration(n_root, params.c_init, params.c_base) * np.sqrt(max(n_root, 1.0))
 
 
