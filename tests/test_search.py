@@ -73,21 +73,26 @@ def test_first_play_urgency_decides_whether_unvisited_moves_are_tried():
     assert (doubtful.visits[0] > 0).sum() == 1
 
 
-def test_fpu_reduction_values_an_unvisited_move_below_what_the_node_has_seen():
-    from zeroloop.engine.search.kernels import _unvisited_value
+def one_node_tree(prior, edge_n, edge_w, node_value):
+    """A tree of one expanded node (row 0) with these edge statistics, all moves legal."""
+    from zeroloop.engine.search.kernels import EXPANDED, Tree
 
-    prior = np.array([[0.3, 0.2, 0.5]], np.float32)
-    edge_n = np.array([[1.0, 2.0, 0.0]], np.float32)
-    edge_w = np.array([[0.4, -0.2, 0.0]], np.float32)
-    legal = np.ones((1, 3), np.bool_)
-    node_value = np.array([0.2], np.float32)
+    tree = Tree.empty(1, len(prior))
+    tree.prior[0], tree.edge_n[0], tree.edge_w[0], tree.legal[0] = prior, edge_n, edge_w, True
+    tree.node_kind[0], tree.node_value[0], tree.node_n[0] = EXPANDED, node_value, sum(edge_n)
+    return tree
+
+
+def test_fpu_reduction_values_an_unvisited_move_below_what_the_node_has_seen():
+    from zeroloop.engine.search.selection import unvisited_value
+
+    tree = one_node_tree([0.3, 0.2, 0.5], [1.0, 2.0, 0.0], [0.4, -0.2, 0.0], 0.2)
     # mean (0.2 + 0.4 - 0.2) / (1 + 3) = 0.1, visited prior mass 0.5
-    got = _unvisited_value(0, prior, edge_n, edge_w, legal, node_value, 0.7, 0.5)
-    assert got == pytest.approx(0.1 - 0.5 * np.sqrt(0.5), abs=1e-6)
-    assert _unvisited_value(0, prior, edge_n, edge_w, legal, node_value, 0.7, -1.0) == pytest.approx(0.7)
+    assert unvisited_value(tree, 0, 0.7, 0.5) == pytest.approx(0.1 - 0.5 * np.sqrt(0.5), abs=1e-6)
+    assert unvisited_value(tree, 0, 0.7, -1.0) == pytest.approx(0.7)
     # nothing visited yet: the node's own value, no reduction
-    none = np.zeros((1, 3), np.float32)
-    assert _unvisited_value(0, prior, none, none, legal, node_value, 0.7, 0.5) == pytest.approx(0.2)
+    fresh = one_node_tree([0.3, 0.2, 0.5], [0.0] * 3, [0.0] * 3, 0.2)
+    assert unvisited_value(fresh, 0, 0.7, 0.5) == pytest.approx(0.2)
 
 
 def test_fpu_reduction_narrows_the_search_as_it_grows():
@@ -117,8 +122,8 @@ def test_noise_touches_only_the_root():
     res = mcts.search([0], add_noise=True)
     assert not np.allclose(res.priors[0], expected, atol=1e-4)
     assert res.priors[0].sum() == pytest.approx(1.0, abs=1e-5)
-    root = mcts.roots[0]
-    children = {a: mcts.prior[c] for a, c in enumerate(mcts.child[root]) if c >= 0 and mcts.node_kind[c] == 1}
+    tree, root = mcts.tree, mcts.slots.root[0]
+    children = {a: tree.prior[c] for a, c in enumerate(tree.child[root]) if c >= 0 and tree.node_kind[c] == 1}
     assert len(children) == 7
     for priors in children.values():
         np.testing.assert_allclose(priors, expected, rtol=1e-5)
@@ -150,7 +155,7 @@ def test_tree_reuse_keeps_the_played_subtree():
     kept = res.visits[0, a]
     mcts.advance(0, a)
     # the child's own edges saw every simulation through it but the first (its expansion)
-    assert mcts.edge_n[mcts.roots[0]].sum() == kept - 1
+    assert mcts.tree.edge_n[mcts.slots.root[0]].sum() == kept - 1
     res2 = mcts.search([0])
     assert res2.visits.sum() == kept - 1 + 200
     off = BatchedMCTS(game, uniform_evaluator(game), SearchConfig(simulations=200, reuse_tree=False),
@@ -338,15 +343,14 @@ def test_sequential_halving_spends_the_budget_on_the_better_half():
 
 
 def test_improved_policy_from_completed_q_by_hand():
-    from zeroloop.engine.search import kernels as K
+    from zeroloop.engine.search.selection import improved_policy
+    from zeroloop.engine.search.tree import kernel_params
 
-    prior = np.array([[0.5, 0.3, 0.2]], np.float32)
-    edge_n = np.array([[2.0, 1.0, 0.0]], np.float32)
-    edge_w = np.array([[1.0, -1.0, 0.0]], np.float32)  # q = 0.5, -1.0, unvisited
-    legal = np.ones((1, 3), np.bool_)
-    node_value = np.array([0.1], np.float32)
+    tree = one_node_tree([0.5, 0.3, 0.2], [2.0, 1.0, 0.0], [1.0, -1.0, 0.0], 0.1)  # q = 0.5, -1.0, unvisited
     q, p = np.zeros(3), np.zeros(3)
-    K.improved_policy(0, prior, edge_n, edge_w, legal, node_value, 50.0, 0.1, False, q, p)
+    fixed, minmax = (kernel_params(_gumbel(8, c_visit=50.0, c_scale=0.1, gumbel_q=rule), self_play=False)
+                     for rule in ("fixed", "minmax"))
+    improved_policy(tree, 0, fixed, q, p)
     # v_mix = (0.1 + 3 * (0.5 * 0.5 + 0.3 * -1.0) / 0.8) / (1 + 3) = -0.021875
     v_mix = (0.1 + 3 * (0.5 * 0.5 + 0.3 * -1.0) / 0.8) / 4
     np.testing.assert_allclose(q, [0.5, -1.0, v_mix], atol=1e-6)
@@ -354,7 +358,7 @@ def test_improved_policy_from_completed_q_by_hand():
     logits = np.log([0.5, 0.3, 0.2]) + sigma
     np.testing.assert_allclose(p, np.exp(logits) / np.exp(logits).sum(), atol=1e-6)
     # mcts.gumbel_q: minmax: the completed Qs rescaled over the node, (q - min) / (max - min), into sigma
-    K.improved_policy(0, prior, edge_n, edge_w, legal, node_value, 50.0, 0.1, True, q, p)
+    improved_policy(tree, 0, minmax, q, p)
     unit = (np.array([0.5, -1.0, v_mix]) + 1.0) / 1.5
     np.testing.assert_allclose(q, 2 * unit - 1, atol=1e-6)
     logits = np.log([0.5, 0.3, 0.2]) + (50.0 + 2.0) * 0.1 * unit
@@ -368,7 +372,7 @@ def test_gumbel_search_policy_target_and_move_by_hand():
     c_visit 3, c_scale 0.5. The oracle gives every position the same priors;
     the root is worth -0.5, each child a fixed value, every grandchild +0.3
     (from its side to move, the root's player). Q in [-1, 1] is mapped to
-    [0, 1] by (q + 1) / 2, the game's fixed bounds (kernels.py; not mctx's
+    [0, 1] by (q + 1) / 2, the game's fixed bounds (selection.py; not mctx's
     min-max over the root's children), so
     sigma(q) = (c_visit + max_b N(b)) * c_scale * (q + 1) / 2.
     """
@@ -594,7 +598,7 @@ def test_forced_playouts_visit_every_move_and_leave_the_target_pruned():
     assert forced.visits[0].min() > plain.visits[0].min()  # the least likely move gets more visits
     from zeroloop.engine.search.tree import pruned_visits
 
-    scale = 1.25 * np.sqrt(max(mcts.node_n[mcts.roots[0]], 1.0))
+    scale = 1.25 * np.sqrt(max(mcts.tree.node_n[mcts.slots.root[0]], 1.0))
     kept = pruned_visits(forced.visits[0], forced.q[0], prior, scale, 2.0)
     np.testing.assert_allclose(forced.policy[0], kept / kept.sum())
     assert not np.allclose(forced.policy[0], forced.visits[0] / total)  # pruning changed the target

@@ -2,12 +2,15 @@
 
 Many games ("slots") search together: every step descends once (or
 ``leaves_per_game`` times, with virtual loss) in each slot's tree, and all the
-new leaves go to the evaluator in one call. Tree statistics live in flat
-arrays updated by the numba kernels in :mod:`zeroloop.engine.search.kernels`; game
-rules and the evaluator stay in Python.
+new leaves go to the evaluator in one call. Tree statistics live in the arrays
+of one :class:`~zeroloop.engine.search.kernels.Tree`, updated by the numba
+kernels of :mod:`zeroloop.engine.search.kernels`; the move a descent follows at
+a node is the selection rule's, PUCT or Gumbel
+(:mod:`zeroloop.engine.search.selection`); game rules and the evaluator stay in
+Python.
 
-Selection maximises ``Q(s,a) + c(s) * P(s,a) * sqrt(N(s)) / (1 + N(s,a))``
-with ``Q`` from the side to move at ``s``, and ``c(s)`` either the constant
+PUCT maximises ``Q(s,a) + c(s) * P(s,a) * sqrt(N(s)) / (1 + N(s,a))`` with
+``Q`` from the side to move at ``s``, and ``c(s)`` either the constant
 ``c_puct`` or, when ``c_base`` is set, the AlphaZero schedule
 ``log((1 + N(s) + c_base) / c_base) + c_puct`` (``c_puct`` plays ``c_init``).
 """
@@ -25,6 +28,7 @@ from zeroloop.engine.search import kernels as K
 from zeroloop.engine.search.config import SearchConfig
 from zeroloop.engine.search.moves import considered_visits
 from zeroloop.engine.search.rollout import random_rollout
+from zeroloop.engine.search.selection import exploration, improved_policy, sigma
 
 #: An oracle: states -> (priors ``[B, A]`` over all actions, values ``[B]`` in
 #: [-1, 1] from each state's side to move). A network is one such oracle.
@@ -50,13 +54,27 @@ class SearchStats:
             setattr(self, f, getattr(self, f) + getattr(other, f))
 
 
+def kernel_params(config: SearchConfig, *, self_play: bool) -> K.Params:
+    """The kernels' settings for a search under ``config``; ``self_play``
+    (a search with root noise) turns on the forced playouts."""
+    leaves = config.leaves_per_game
+    return K.Params(
+        gumbel=config.algorithm == "gumbel", leaves_per_slot=int(leaves),
+        vloss=float(config.virtual_loss) if leaves > 1 else 0.0,
+        c_init=float(config.c_puct), c_base=float(config.c_base or 0.0), fpu=float(config.fpu),
+        fpu_reduction=-1.0 if config.fpu_reduction is None else float(config.fpu_reduction),
+        forced_k=float(config.forced_playouts) if self_play else 0.0,
+        c_visit=float(config.c_visit), c_scale=float(config.c_scale), q_rescale=config.gumbel_q == "minmax")
+
+
 def pruned_visits(visits: np.ndarray, q: np.ndarray, prior: np.ndarray, scale: float, forced_k: float
                   ) -> np.ndarray:
     """KataGo's policy target pruning: from each root move but the most
     visited, take back up to its forced playouts, ``sqrt(forced_k * P(a) * sum N)``,
     as long as its PUCT score (``q + scale * P / (1 + n)``, ``scale`` the
-    root's ``c * sqrt(N)``) stays at most the most visited move's; a move
-    left with a single visit is dropped. The visits the target is built from."""
+    root's ``c(s) * sqrt(N)``, :func:`root_scale`) stays at most the most
+    visited move's; a move left with a single visit is dropped. The visits
+    the target is built from."""
     out = visits.astype(np.float64).copy()
     total = float(out.sum())
     if total <= 0 or forced_k <= 0:
@@ -73,6 +91,13 @@ def pruned_visits(visits: np.ndarray, q: np.ndarray, prior: np.ndarray, scale: f
         kept = min(out[a], max(out[a] - forced, np.ceil(need)))
         out[a] = 0.0 if kept <= 1.0 else kept
     return out
+
+
+def root_scale(n_root: np.float32, params: K.Params) -> np.float32:
+    """PUCT's ``c(s) * sqrt(N(s))`` at a root of ``n_root`` visits, for
+    :func:`pruned_visits`: the search's own ``c(s)``, times the square root
+    in float32 (NumPy's type for the float32 count)."""
+    return exploration(n_root, params.c_init, params.c_base) * np.sqrt(max(n_root, 1.0))
 
 
 @dataclass(frozen=True)
@@ -110,17 +135,8 @@ def row_sums(x: np.ndarray) -> np.ndarray:
     return out
 
 
-@dataclass
-class _Buffers:
-    out_slot: np.ndarray
-    out_leaf: np.ndarray
-    path_nodes: np.ndarray
-    path_actions: np.ndarray
-    path_len: np.ndarray
-
-
 class BatchedMCTS:
-    """PUCT search over ``num_slots`` independent game trees.
+    """PUCT or Gumbel search over ``num_slots`` independent game trees.
 
     Use :meth:`set_root` to place a position in a slot, :meth:`search` to run
     ``config.simulations`` simulations in some slots at once, and
@@ -140,37 +156,18 @@ class BatchedMCTS:
         # a search adds at most `simulations` nodes; room for as many reused
         self.cap = pool_size or 2 * config.simulations + 2
         rows = num_slots * self.cap
-        self.child = np.full((rows, A), -1, dtype=np.int64)
-        self.prior = np.zeros((rows, A), dtype=np.float32)
-        self.edge_n = np.zeros((rows, A), dtype=np.float32)
-        self.edge_w = np.zeros((rows, A), dtype=np.float32)
-        self.legal = np.zeros((rows, A), dtype=np.bool_)
-        self.node_kind = np.zeros(rows, dtype=np.int8)
-        self.node_value = np.zeros(rows, dtype=np.float32)
-        self.node_n = np.zeros(rows, dtype=np.float32)
-        self.roots = np.arange(num_slots, dtype=np.int64) * self.cap
-        self.used = self.roots + 1
-        self.remaining = np.zeros(num_slots, dtype=np.int64)
+        self.tree = K.Tree.empty(rows, A)
+        roots = np.arange(num_slots, dtype=np.int64) * self.cap
+        self.slots = K.Slots(roots, roots + 1, np.zeros(num_slots, dtype=np.int64), self.cap)
         self.states: list[State | None] = [None] * rows
         self._noised = np.zeros(num_slots, dtype=bool)
         self._active = np.zeros(num_slots, dtype=bool)
         self._order = np.empty(self.cap, dtype=np.int64)
-        # Gumbel's root state (sized 1 when the search is PUCT, which only passes them through)
+        # Gumbel's root state (sized 1 when the search is PUCT, which only passes it on)
         g_slots, g_len = (num_slots, self.cap) if config.algorithm == "gumbel" else (1, 1)
-        self._root_score = np.full((g_slots, A), -1e30, dtype=np.float64)
-        self._visit_seq = np.zeros((g_slots, g_len), dtype=np.float32)
-        self._total = np.zeros(g_slots, dtype=np.int64)
-        self._qbuf, self._pbuf = np.zeros(A, np.float64), np.zeros(A, np.float64)
-        self._no_gumbel = (False, self._total, self._root_score, self._visit_seq, 0.0, 1.0, False, self._qbuf,
-                           self._pbuf)
+        self.gumbel = K.GumbelState.empty(g_slots, g_len, A)
         self.stats = SearchStats()
-        k = num_slots * config.leaves_per_game
-        depth = game.max_moves + 1
-        self._buf = _Buffers(
-            np.zeros(k, np.int64), np.zeros(k, np.int64),
-            np.zeros((k, depth), np.int64), np.zeros((k, depth), np.int64),
-            np.zeros(k, np.int64),
-        )
+        self._paths = K.Paths.empty(num_slots * config.leaves_per_game, game.max_moves + 1)
 
     # -- roots --------------------------------------------------------------
     def set_root(self, slot: int, state: State, rng: np.random.Generator | None = None) -> None:
@@ -179,9 +176,9 @@ class BatchedMCTS:
         if state.outcome is not None:
             raise ValueError("cannot search a finished game")
         root = slot * self.cap
-        self.roots[slot] = root
-        self.used[slot] = root + 1
-        self._arrays_clear(root)
+        self.slots.root[slot] = root
+        self.slots.used[slot] = root + 1
+        K.clear_row(self.tree, root)
         self.states[root] = state
         self._noised[slot] = False
         self._active[slot] = True
@@ -189,7 +186,7 @@ class BatchedMCTS:
             self.slot_rng[slot] = rng
 
     def root_state(self, slot: int) -> State:
-        return self.states[self.roots[slot]]
+        return self.states[self.slots.root[slot]]
 
     def advance(self, slot: int, action: int) -> State:
         """Play ``action`` in ``slot``; keep its subtree when reuse is on.
@@ -200,33 +197,20 @@ class BatchedMCTS:
         if state.outcome is not None:
             self._active[slot] = False
             return state
-        child = self.child[self.roots[slot], action]
-        if (not self.config.reuse_tree or child < 0
-                or self.node_kind[child] != K.EXPANDED):
+        child = self.tree.child[self.slots.root[slot], action]
+        if not self.config.reuse_tree or child < 0 or self.tree.node_kind[child] != K.EXPANDED:
             self.set_root(slot, state)
             return state
         start = slot * self.cap
-        count = K.compact_subtree(start, self.cap, child, self.child, self.prior,
-                                  self.edge_n, self.edge_w, self.legal, self.node_kind,
-                                  self.node_value, self.node_n, self._order)
+        count = K.compact_subtree(self.tree, self.slots, slot, child, self._order)
         old = [self.states[i] for i in self._order[:count]]
         self.states[start:start + count] = old
-        self.roots[slot] = start
-        self.used[slot] = start + count
+        self.slots.root[slot] = start
+        self.slots.used[slot] = start + count
         self._noised[slot] = False
         if count + self.config.simulations > self.cap:
             self.set_root(slot, state)  # no room for a full search on top
         return state
-
-    def _arrays_clear(self, row: int) -> None:
-        self.child[row] = -1
-        self.prior[row] = 0
-        self.edge_n[row] = 0
-        self.edge_w[row] = 0
-        self.legal[row] = False
-        self.node_kind[row] = K.NEW
-        self.node_value[row] = 0
-        self.node_n[row] = 0
 
     # -- search ---------------------------------------------------------------
     def search(self, slots: Sequence[int], *, add_noise: bool = False,
@@ -243,111 +227,90 @@ class BatchedMCTS:
         for g in slots_arr:
             if not self._active[g]:
                 raise ValueError(f"slot {g} has no running game; call set_root first")
-            if self.used[g] - g * self.cap + sims > self.cap:
+            if self.slots.used[g] - g * self.cap + sims > self.cap:
                 self.set_root(int(g), self.root_state(int(g)))
-        self._expand_new_roots(slots_arr)
-        if self.config.algorithm == "gumbel":
-            return self._search_gumbel(slots_arr, sims, add_noise)
-        if add_noise and self.config.dirichlet_epsilon > 0:
+        params = kernel_params(self.config, self_play=add_noise)
+        self._expand_new_roots(slots_arr, params)
+        if params.gumbel:
+            self._start_halving(slots_arr, sims, add_noise)
+        elif add_noise and self.config.dirichlet_epsilon > 0:
             for g in slots_arr:
                 if not self._noised[g]:
                     self._add_noise(int(g))
                     self._noised[g] = True
-        self.remaining[slots_arr] = sims
-        cfg, b = self.config, self._buf
-        c_base = cfg.c_base or 0.0
-        vloss = cfg.virtual_loss if cfg.leaves_per_game > 1 else 0.0
-        forced_k = cfg.forced_playouts if add_noise else 0.0  # self-play searches only
-        while self.remaining[slots_arr].sum() > 0:
+        self.slots.remaining[slots_arr] = sims
+        paths = self._paths
+        while self.slots.remaining[slots_arr].sum() > 0:
             t0 = time.perf_counter()
-            n = K.select_leaves(
-                slots_arr, self.roots, self.remaining, self.used, self.cap,
-                cfg.leaves_per_game, self.child, self.prior, self.edge_n, self.edge_w,
-                self.legal, self.node_kind, self.node_value, self.node_n,
-                cfg.c_puct, c_base, cfg.fpu, -1.0 if cfg.fpu_reduction is None else cfg.fpu_reduction, vloss,
-                forced_k, b.out_slot, b.out_leaf, b.path_nodes, b.path_actions, b.path_len, *self._no_gumbel)
+            n = K.select_leaves(self.tree, self.slots, slots_arr, params, self.gumbel, paths)
             self.stats.tree_s += time.perf_counter() - t0
             if n:
-                parents = b.path_nodes[np.arange(n), b.path_len[:n] - 1]
-                actions = b.path_actions[np.arange(n), b.path_len[:n] - 1]
-                self._evaluate_leaves(b.out_leaf[:n], parents, actions, vloss)
+                parents = paths.nodes[np.arange(n), paths.length[:n] - 1]
+                actions = paths.actions[np.arange(n), paths.length[:n] - 1]
+                self._evaluate_leaves(n, parents, actions, params)
         self.stats.simulations += sims * len(slots_arr)
         res = self._root_result(slots_arr)
-        if forced_k > 0:  # the policy target without the playouts forcing put where PUCT would not have
-            c = cfg.c_puct
+        if params.gumbel:
+            return self._halving_result(slots_arr, res, params)
+        if params.forced_k > 0:  # the target without the playouts forcing put where PUCT would not have
             for j, g in enumerate(slots_arr):
-                root = self.roots[g]
-                if c_base > 0:
-                    c = np.log((1.0 + self.node_n[root] + c_base) / c_base) + cfg.c_puct
-                scale = c * np.sqrt(max(self.node_n[root], 1.0))
-                kept = pruned_visits(res.visits[j], res.q[j], self.prior[root], scale, forced_k)
+                root = self.slots.root[g]
+                scale = root_scale(self.tree.node_n[root], params)
+                kept = pruned_visits(res.visits[j], res.q[j], self.tree.prior[root], scale, params.forced_k)
                 res.policy[j] = kept / kept.sum()
         return res
 
-    def _search_gumbel(self, slots: np.ndarray, sims: int, add_noise: bool) -> SearchResult:
-        """Gumbel AlphaZero's search (see :class:`SearchConfig`); ``add_noise``
-        draws the root's Gumbel noise from each slot's generator (else none:
-        the considered moves are the most likely ones)."""
-        cfg, b, game = self.config, self._buf, self.game
+    def _start_halving(self, slots: np.ndarray, sims: int, add_noise: bool) -> None:
+        """Gumbel AlphaZero's root (see :class:`SearchConfig`): the considered
+        moves by Gumbel-top-k and the sequential halving's schedule;
+        ``add_noise`` draws the Gumbel noise from each slot's generator (else
+        none: the considered moves are the most likely ones)."""
+        tree, gumbel = self.tree, self.gumbel
         for g in slots:
-            root = self.roots[g]
-            if self.edge_n[root].sum() > 0:
+            root = self.slots.root[g]
+            if tree.edge_n[root].sum() > 0:
                 raise ValueError("a Gumbel search starts from a fresh root (set_root), not a searched one")
-            legal = np.flatnonzero(self.legal[root])
-            logits = np.log(np.maximum(self.prior[root, legal].astype(np.float64), 1e-30))
+            legal = np.flatnonzero(tree.legal[root])
+            logits = np.log(np.maximum(tree.prior[root, legal].astype(np.float64), 1e-30))
             noise = self.slot_rng[g].gumbel(size=len(legal)) if add_noise else np.zeros(len(legal))
-            m = min(cfg.max_considered_actions, len(legal))
+            m = min(self.config.max_considered_actions, len(legal))
             top = np.argsort(-(noise + logits), kind="stable")[:m]
-            self._root_score[g] = -1e30
-            self._root_score[g, legal[top]] = (noise + logits)[top]
-            self._visit_seq[g, :sims] = considered_visits(m, sims)
-        self._total[slots] = sims
-        self.remaining[slots] = sims
-        rescale = cfg.gumbel_q == "minmax"
-        while self.remaining[slots].sum() > 0:
-            t0 = time.perf_counter()
-            n = K.select_leaves(
-                slots, self.roots, self.remaining, self.used, self.cap, 1, self.child, self.prior,
-                self.edge_n, self.edge_w, self.legal, self.node_kind, self.node_value, self.node_n,
-                cfg.c_puct, 0.0, cfg.fpu, -1.0, 0.0, 0.0, b.out_slot, b.out_leaf, b.path_nodes,
-                b.path_actions, b.path_len, True, self._total, self._root_score, self._visit_seq, cfg.c_visit,
-                cfg.c_scale, rescale, self._qbuf, self._pbuf)
-            self.stats.tree_s += time.perf_counter() - t0
-            if n:
-                parents = b.path_nodes[np.arange(n), b.path_len[:n] - 1]
-                actions = b.path_actions[np.arange(n), b.path_len[:n] - 1]
-                self._evaluate_leaves(b.out_leaf[:n], parents, actions, 0.0)
-        self.stats.simulations += sims * len(slots)
-        plain = self._root_result(slots)
-        A = game.num_actions
-        policy, action = np.zeros((len(slots), A), np.float32), np.zeros(len(slots), np.int64)
+            gumbel.score[g] = -1e30
+            gumbel.score[g, legal[top]] = (noise + logits)[top]
+            gumbel.target[g, :sims] = considered_visits(m, sims)
+        gumbel.total[slots] = sims
+
+    def _halving_result(self, slots: np.ndarray, plain: SearchResult, params: K.Params) -> SearchResult:
+        """Gumbel's result: the improved policy as the target, the sequential
+        halving's winner as the move."""
+        tree, gumbel = self.tree, self.gumbel
+        policy = np.zeros((len(slots), self.game.num_actions), np.float32)
+        action = np.zeros(len(slots), np.int64)
         for j, g in enumerate(slots):
-            root = self.roots[g]
-            # the improved policy, and the completed Q it leaves in _qbuf for the final choice
-            max_n = K.improved_policy(root, self.prior, self.edge_n, self.edge_w, self.legal, self.node_value,
-                                      cfg.c_visit, cfg.c_scale, rescale, self._qbuf, self._pbuf)
-            policy[j] = self._pbuf
-            considered = self._root_score[g] > -1e29
-            most = considered & (self.edge_n[root] == self.edge_n[root][considered].max())
-            sigma = K._sigma(self._qbuf, max_n, cfg.c_visit, cfg.c_scale)
-            final = np.where(most, self._root_score[g] + sigma, -np.inf)
+            root = self.slots.root[g]
+            # the improved policy, and the completed Q it leaves in gumbel.q for the final choice
+            max_n = improved_policy(tree, root, params, gumbel.q, gumbel.p)
+            policy[j] = gumbel.p
+            considered = gumbel.score[g] > -1e29
+            most = considered & (tree.edge_n[root] == tree.edge_n[root][considered].max())
+            halving = gumbel.score[g] + sigma(gumbel.q, max_n, params.c_visit, params.c_scale)
+            final = np.where(most, halving, -np.inf)
             action[j] = int(final.argmax())
         return SearchResult(plain.visits, plain.q, plain.value, plain.priors, policy, action)
 
-    def _expand_new_roots(self, slots: np.ndarray) -> None:
-        fresh = [int(g) for g in slots if self.node_kind[self.roots[g]] == K.NEW]
+    def _expand_new_roots(self, slots: np.ndarray, params: K.Params) -> None:
+        fresh = [int(g) for g in slots if self.tree.node_kind[self.slots.root[g]] == K.NEW]
         if not fresh:
             return
-        leaves = self.roots[fresh]
+        leaves = self.slots.root[fresh]
         states = [self.states[r] for r in leaves]
         priors, values, masks = self._evaluate_states(states, fresh)
         t1 = time.perf_counter()
-        b = self._buf
-        b.path_len[: len(fresh)] = 0
-        K.expand_and_backup(len(fresh), leaves, np.zeros(len(fresh), np.bool_), values,
-                            priors, masks, b.path_nodes, b.path_actions, b.path_len,
-                            self.prior, self.edge_n, self.edge_w, self.legal,
-                            self.node_kind, self.node_value, self.node_n, 0.0)
+        paths = self._paths
+        paths.leaf[: len(fresh)] = leaves
+        paths.length[: len(fresh)] = 0
+        terminal = np.zeros(len(fresh), np.bool_)
+        K.expand_and_backup(self.tree, paths, params, len(fresh), terminal, values, priors, masks)
         self.stats.tree_s += time.perf_counter() - t1
 
     def _evaluate_states(self, states: list[State], slots: Sequence[int]):
@@ -375,13 +338,14 @@ class BatchedMCTS:
         self.stats.calls += 1
         return priors, values, masks
 
-    def _evaluate_leaves(self, leaves, parents, actions, vloss) -> None:
-        game, n = self.game, len(leaves)
+    def _evaluate_leaves(self, n: int, parents: np.ndarray, actions: np.ndarray, params: K.Params) -> None:
+        """Evaluate the ``n`` leaves the last step reserved (``self._paths``),
+        reached from ``parents`` through ``actions``, and back them up."""
+        game, leaves, slot_of = self.game, self._paths.leaf, self._paths.slot
         t0 = time.perf_counter()
         terminal = np.zeros(n, dtype=np.bool_)
         values = np.zeros(n, dtype=np.float32)
         live_idx, live_states, live_slots = [], [], []
-        slot_of = self._buf.out_slot
         for i in range(n):
             s = game.apply(self.states[parents[i]], int(actions[i]))
             self.states[leaves[i]] = s
@@ -400,27 +364,23 @@ class BatchedMCTS:
             p, v, m = self._evaluate_states(live_states, live_slots)
             priors[live_idx], values[live_idx], masks[live_idx] = p, v, m
         t1 = time.perf_counter()
-        b = self._buf
-        K.expand_and_backup(n, leaves, terminal, values, priors, masks,
-                            b.path_nodes, b.path_actions, b.path_len,
-                            self.prior, self.edge_n, self.edge_w, self.legal,
-                            self.node_kind, self.node_value, self.node_n, vloss)
+        K.expand_and_backup(self.tree, self._paths, params, n, terminal, values, priors, masks)
         self.stats.tree_s += time.perf_counter() - t1
 
     def _add_noise(self, slot: int) -> None:
-        root = self.roots[slot]
-        legal = np.flatnonzero(self.legal[root])
+        root, prior = self.slots.root[slot], self.tree.prior
+        legal = np.flatnonzero(self.tree.legal[root])
         eps = self.config.dirichlet_epsilon
         noise = self.slot_rng[slot].dirichlet(np.full(len(legal), self.config.dirichlet_alpha))
-        self.prior[root, legal] = (1 - eps) * self.prior[root, legal] + eps * noise
+        prior[root, legal] = (1 - eps) * prior[root, legal] + eps * noise
 
     def _root_result(self, slots: np.ndarray) -> SearchResult:
-        roots = self.roots[slots]
-        visits = self.edge_n[roots].copy()
-        w = self.edge_w[roots]
+        roots, tree = self.slots.root[slots], self.tree
+        visits = tree.edge_n[roots].copy()
+        w = tree.edge_w[roots]
         q = np.divide(w, visits, out=np.zeros_like(w), where=visits > 0)
         total = visits.sum(axis=1)
-        value = np.where(total > 0, row_sums(w) / np.maximum(total, 1), self.node_value[roots])
+        value = np.where(total > 0, row_sums(w) / np.maximum(total, 1), tree.node_value[roots])
         # the visit distribution, PUCT's policy target (visit counts are whole numbers: exact sums)
         policy = np.divide(visits, total[:, None], out=np.zeros_like(visits), where=total[:, None] > 0)
-        return SearchResult(visits, q, value.astype(np.float32), self.prior[roots].copy(), policy)
+        return SearchResult(visits, q, value.astype(np.float32), tree.prior[roots].copy(), policy)
