@@ -604,7 +604,12 @@ def test_forced_playouts_visit_every_move_and_leave_the_target_pruned():
     assert not np.allclose(forced.policy[0], forced.visits[0] / total)  # pruning changed the target
     match, _ = run(2.0, False)
     np.testing.assert_array_equal(match.visits[0], run(0.0, False)[0].visits[0])
-    with pytest.raises(ValueError, match="forced_playouts is PUCT's"):
-        SearchConfig(algorithm="gumbel", reuse_tree=False, forced_playouts=2.0)
+    # Gumbel's halving chooses its own root visits: forced playouts are PUCT's, Gumbel plays as without them
+    game = make_game("tictactoe")
+    seeds = [np.random.SeedSequence([9, k]) for k in range(3)]
+    games = [[r.actions for r in play_selfplay_games(game, uniform_evaluator(game),
+                                                     _gumbel(8, forced_playouts=k), SAMPLED_10, seeds)]
+             for k in (0.0, 2.0)]
+    assert games[0] == games[1]
 
 

@@ -51,7 +51,8 @@ class SearchConfig:
         and largest completed Q (mctx's ``rescale_values``, with which it uses
         ``c_scale`` 0.1), so sigma spreads the moves however close their
         values are.
-    forced_playouts: ``puct``, self-play only (searches with root noise):
+    forced_playouts: ``puct``, self-play only (searches with root noise;
+        Gumbel's halving chooses its root visits itself and ignores it):
         KataGo's forced playouts and policy target pruning. Every root move
         gets at least ``sqrt(k * P(a) * sum N)`` visits (``k`` this value;
         KataGo uses 2), and the policy target then takes back the forced
@@ -80,11 +81,7 @@ class SearchConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, "mcts")
-        if self.algorithm == "gumbel" and (self.reuse_tree or self.leaves_per_game != 1
-                                           or self.forced_playouts):
+        if self.algorithm == "gumbel" and (self.reuse_tree or self.leaves_per_game != 1):
             raise ValueError("mcts.algorithm gumbel runs its sequential halving on a fresh tree with one "
-                             "leaf per game and step, and the halving chooses the root's visits "
-                             "(mcts.forced_playouts is PUCT's): set mcts.reuse_tree: false, "
-                             "mcts.leaves_per_game: 1 and mcts.forced_playouts: 0 (got reuse_tree="
-                             f"{self.reuse_tree}, leaves_per_game={self.leaves_per_game}, "
-                             f"forced_playouts={self.forced_playouts})")
+                             "leaf per game and step: set mcts.reuse_tree: false and mcts.leaves_per_game: 1 "
+                             f"(got reuse_tree={self.reuse_tree}, leaves_per_game={self.leaves_per_game})")

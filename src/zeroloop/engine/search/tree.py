@@ -63,7 +63,7 @@ def kernel_params(config: SearchConfig, *, self_play: bool) -> K.Params:
         vloss=float(config.virtual_loss) if leaves > 1 else 0.0,
         c_init=float(config.c_puct), c_base=float(config.c_base or 0.0), fpu=float(config.fpu),
         fpu_reduction=-1.0 if config.fpu_reduction is None else float(config.fpu_reduction),
-        forced_k=float(config.forced_playouts) if self_play else 0.0,
+        forced_k=float(config.forced_playouts) if self_play and config.algorithm == "puct" else 0.0,
         c_visit=float(config.c_visit), c_scale=float(config.c_scale), q_rescale=config.gumbel_q == "minmax")
 
 
