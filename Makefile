@@ -66,7 +66,7 @@ UI_PORT ?= 5000
 ui: $(STAMP)
 	@MLFLOW_TRACKING_URI="$(UI_STORE)" $(BIN)/python -c 'from mlflow.tracking import MlflowClient; \
 	  from zeroloop.pipeline.params import load_params; \
-	  from zeroloop.pipeline.tracking import open_experiment, tracking_uri; \
+	  from zeroloop.pipeline.tracking.store import open_experiment, tracking_uri; \
 	  exp = open_experiment(MlflowClient(tracking_uri()), load_params().mlflow.experiment); \
 	  print(f"MLflow UI, once it has started: http://127.0.0.1:$(UI_PORT)/#/experiments/{exp}/runs?workflowType=machine_learning", flush=True)'
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false exec $(BIN)/mlflow server --backend-store-uri "$(UI_STORE)" --host 127.0.0.1 --port $(UI_PORT) --workers 1

@@ -70,7 +70,7 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from zeroloop.pipeline.params import ParamsError
-    from zeroloop.pipeline.tracking import tracking_errors, tracking_uri
+    from zeroloop.pipeline.tracking.store import tracking_errors, tracking_uri
     from zeroloop.pipeline.tuning.run import tune
     from zeroloop.pipeline.tuning.study import TERMINATED, stop_on_sigterm
     from zeroloop.pipeline.tuning.tracker import storage_key

@@ -21,7 +21,7 @@ from zeroloop.pipeline.data.storage import atomic_write_bytes, load_model, read_
 from zeroloop.pipeline.evaluation import test_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.plots import draw_plots
-from zeroloop.pipeline.tracking import Tracker, flatten
+from zeroloop.pipeline.tracking.runs import Tracker, flatten
 
 #: the shipped default runs' curves (models/reference/<game>.csv; provenance in models/README.md) ...
 REFERENCE_DIR = SHIPPED_DIR / "reference"

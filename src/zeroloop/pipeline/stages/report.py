@@ -6,7 +6,7 @@ from __future__ import annotations
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.report import log_report, report_lines, report_step
 from zeroloop.pipeline.stages.common import LAYOUT, say
-from zeroloop.pipeline.tracking import Tracker
+from zeroloop.pipeline.tracking.runs import Tracker
 
 
 def run(p: Params) -> None:
