@@ -34,8 +34,8 @@ gnugo:
 	@test -x $(GNUGO) || command -v gnugo >/dev/null || { echo "installing Debian's gnugo for the Go tests"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq gnugo >/dev/null; }
 
-# binutils' objdump finds ONNX Runtime's xgetbv instructions for the AVX2 emulation (tests/test_isa_emulation.py,
-# benchmarks/run_as.py); Debian's images ship it, a bare one may not
+# binutils' objdump finds ONNX Runtime's xgetbv instructions for the AVX2 emulation (benchmarks/isa_emulation.py,
+# tests/test_isa_emulation.py); Debian's images ship it, a bare one may not
 binutils:
 	@command -v objdump >/dev/null || { echo "installing Debian's binutils for the AVX2 emulation tests"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq binutils >/dev/null; }
