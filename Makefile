@@ -34,8 +34,8 @@ gnugo:
 	@test -x $(GNUGO) || command -v gnugo >/dev/null || { echo "installing Debian's gnugo for the Go tests"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq gnugo >/dev/null; }
 
-# binutils' objdump finds ONNX Runtime's xgetbv instructions for the AVX2 emulation (tests/test_isa_emulation.py,
-# benchmarks/run_as.py); Debian's images ship it, a bare one may not
+# binutils' objdump finds ONNX Runtime's xgetbv instructions for the AVX2 emulation (benchmarks/isa_emulation.py,
+# tests/test_isa_emulation.py); Debian's images ship it, a bare one may not
 binutils:
 	@command -v objdump >/dev/null || { echo "installing Debian's binutils for the AVX2 emulation tests"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq binutils >/dev/null; }
@@ -71,7 +71,7 @@ UI_PORT ?= 5000
 ui: $(STAMP)
 	@MLFLOW_TRACKING_URI="$(UI_STORE)" $(BIN)/python -c 'from mlflow.tracking import MlflowClient; \
 	  from zeroloop.pipeline.params import load_params; \
-	  from zeroloop.pipeline.tracking import open_experiment, tracking_uri; \
+	  from zeroloop.pipeline.tracking.store import open_experiment, tracking_uri; \
 	  exp = open_experiment(MlflowClient(tracking_uri()), load_params().mlflow.experiment); \
 	  print(f"MLflow UI, once it has started: http://127.0.0.1:$(UI_PORT)/#/experiments/{exp}/runs?workflowType=machine_learning", flush=True)'
 	MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false exec $(BIN)/mlflow server --backend-store-uri "$(UI_STORE)" --host 127.0.0.1 --port $(UI_PORT) --workers 1

@@ -29,7 +29,7 @@ interval and the paired difference from fp32's.
 ``--isa avx2`` runs everything as an AVX2 CPU without AVX-512 would: oneDNN
 (``ONEDNN_MAX_CPU_ISA``), PyTorch's own kernels (``ATEN_CPU_CAPABILITY``),
 fbgemm, MKL, numba and numpy honour a cap; ONNX Runtime has none, so it runs
-as a patched copy that sees no AVX-512 (:mod:`zeroloop.engine.nn.ort_isa`;
+as a patched copy that sees no AVX-512 (:mod:`isa_emulation`;
 the output names the kernel path it took). ``--isa avx512`` caps all but
 ONNX Runtime at AVX-512 without VNNI or bf16.
 
@@ -186,7 +186,7 @@ def search_errors(net: nn.Module, game, per_group: int, sims: int) -> None:
 
 
 def main() -> None:
-    from zeroloop.engine.nn.machine import ISA_CAPS, run_as
+    from isa_emulation import ISA_CAPS, run_as
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="", help="model file (default: the shipped Connect Four model)")
@@ -230,7 +230,8 @@ def main() -> None:
         scorer = perfect_scorer(game)
         if scorer is not None:
             labelled = make_position_set(game, a.positions, np.random.default_rng(1), scorer)
-    from zeroloop.engine.nn.machine import describe, emulation_line, summary_line
+    from isa_emulation import emulation_line
+    from zeroloop.engine.nn.machine import describe, summary_line
 
     print("machine: " + summary_line(describe("cpu", "auto"), "auto"))  # what auto picks here
     if a.isa != "native":

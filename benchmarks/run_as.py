@@ -4,10 +4,10 @@ whole pipeline on a Zen 4 as on an AVX2 CPU, say.
     python benchmarks/run_as.py --isa avx2 -- make repro
     python benchmarks/run_as.py --isa avx2 -- python benchmarks/precision_match.py
 
-Sets the caps of :data:`zeroloop.engine.nn.machine.ISA_CAPS` (oneDNN,
+Sets the caps of :data:`isa_emulation.ISA_CAPS` (oneDNN,
 PyTorch's kernels, fbgemm, MKL, numba, numpy) and, for ``avx2``, puts a copy
 of ONNX Runtime that sees no AVX-512 first on ``PYTHONPATH``
-(:mod:`zeroloop.engine.nn.ort_isa`); every process the command starts
+(:mod:`isa_emulation`); every process the command starts
 inherits them, DVC's stages included, and each stage's machine line names
 the caps. Before the command it prints the caps and checks, in a fresh
 process with them, which kernel path ONNX Runtime takes (NCHWc block 8: AVX2;
@@ -24,10 +24,11 @@ import argparse
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 
 def main() -> None:
-    from zeroloop.engine.nn.machine import ISA_CAPS, isa_environ
+    from isa_emulation import ISA_CAPS, isa_environ
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 usage="%(prog)s --isa {avx2,avx512} [--check-only] -- COMMAND [ARG ...]")
@@ -43,9 +44,10 @@ def main() -> None:
     env = {**os.environ, **caps}
     for name, value in sorted(caps.items()):
         print(f"{name}={value}")
-    probe = ("from zeroloop.engine.nn.machine import emulation_line; "
-             f"print(emulation_line({a.isa!r}))")
-    check = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True)
+    probe = f"from isa_emulation import emulation_line; print(emulation_line({a.isa!r}))"
+    # `python -c` imports from its working directory: isa_emulation from here
+    check = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                           cwd=Path(__file__).resolve().parent)
     if check.returncode != 0:
         sys.exit(f"run_as: the check failed in a process with the caps:\n{check.stderr.strip()}")
     line = check.stdout.strip()

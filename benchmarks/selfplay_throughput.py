@@ -130,8 +130,8 @@ def _rate(results: list[dict], key: str) -> float:
 
 
 def main() -> None:
+    from isa_emulation import ISA_CAPS, emulation_line, run_as
     from zeroloop.engine.nn import NetConfig
-    from zeroloop.engine.nn.machine import ISA_CAPS, emulation_line, run_as
     from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
     from zeroloop.pipeline.runtime.workers import ProcessPool, default_workers
 

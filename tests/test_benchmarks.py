@@ -57,8 +57,13 @@ SMOKE = {
 }
 
 
+#: modules the scripts import, each with its own test module
+SHARED = {"isa_emulation.py": "test_isa_emulation.py"}
+
+
 def test_every_benchmark_has_a_smoke_test():
-    assert sorted(p.name for p in BENCHMARKS.glob("*.py")) == sorted(SMOKE)
+    assert sorted(p.name for p in BENCHMARKS.glob("*.py")) == sorted([*SMOKE, *SHARED])
+    assert all((Path(__file__).parent / test).is_file() for test in SHARED.values())
     assert sorted(p.name for p in BENCHMARKS.glob("*.sh")) == ["gpu_check.sh", "gpu_wheels.sh"]
 
 

@@ -155,7 +155,7 @@ def pipeline_store(tmp_path, mlflow_db, monkeypatch):
     store holding a pipeline run and its first generation, logged by the Tracker
     into the experiment the repository's params.yaml names."""
     from zeroloop.pipeline.params import load_params, parse_params
-    from zeroloop.pipeline.tracking import Tracker
+    from zeroloop.pipeline.tracking.runs import Tracker
 
     repo = tmp_path / "repo"
     repo.mkdir()

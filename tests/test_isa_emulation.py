@@ -1,25 +1,45 @@
-"""Running as an AVX2 CPU on a newer one (``--isa avx2``): the patched copy of
-ONNX Runtime changes nothing but its ``xgetbv`` instructions, the installed
-library stays as it was, ONNX Runtime then really takes its AVX2 kernels, and
-int8 answers as on the native path (7-bit weights: the integer part cannot
-saturate without VNNI)."""
+"""Running as an AVX2 CPU on a newer one (``--isa avx2``,
+benchmarks/isa_emulation.py): the machine line names every cap, the patched
+copy of ONNX Runtime changes nothing but its ``xgetbv`` instructions, the
+installed library stays as it was, ONNX Runtime then really takes its AVX2
+kernels, and int8 answers as on the native path (7-bit weights: the integer
+part cannot saturate without VNNI)."""
 
 import hashlib
+import importlib.util
 import os
 import platform
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from zeroloop.engine.nn import ort_isa
-from zeroloop.engine.nn.machine import cpu_flags
+from zeroloop.engine.nn.machine import CAP_VARIABLES, cpu_flags
 
-pytestmark = pytest.mark.skipif(
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+def _benchmark_module(name):
+    spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+emulation = _benchmark_module("isa_emulation")
+
+needs_avx2 = pytest.mark.skipif(
     platform.machine() not in ("x86_64", "AMD64") or shutil.which("objdump") is None
     or "avx2" not in cpu_flags(), reason="needs an x86-64 CPU with AVX2 and binutils' objdump")
+
+
+def test_the_machine_line_names_every_variable_the_emulation_sets():
+    """A run under the caps says so in its stages' machine lines (machine.isa_caps)."""
+    assert {name for caps in emulation.ISA_CAPS.values() for name in caps} | {emulation.ORT_CAP} \
+        == set(CAP_VARIABLES)
 
 
 def _sha(path):
@@ -30,25 +50,27 @@ def _python(code, *, pythonpath=None, **env):
     run_env = {**os.environ, **env}
     if pythonpath:
         run_env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), os.environ.get("PYTHONPATH", "")])
+    # `python -c` imports from its working directory: isa_emulation from benchmarks/
     out = subprocess.run([sys.executable, "-c", code], env=run_env, capture_output=True, text=True,
-                         timeout=300)
+                         timeout=300, cwd=BENCHMARKS)
     assert out.returncode == 0, out.stderr[-3000:]
     return out.stdout.strip()
 
 
 @pytest.fixture(scope="module")
 def capped(tmp_path_factory):
-    installed = ort_isa.native_library(ort_isa.installed_package())
+    installed = emulation.native_library(emulation.installed_package())
     before = _sha(installed)
-    root = ort_isa.capped_copy(tmp_path_factory.mktemp("cache"))
+    root = emulation.capped_copy(tmp_path_factory.mktemp("cache"))
     assert _sha(installed) == before  # the installed library is never touched
     return root, installed
 
 
+@needs_avx2
 def test_the_copy_differs_from_the_installed_library_only_at_its_xgetbv_instructions(capped):
     root, installed = capped
-    copy = ort_isa.native_library(root / "onnxruntime")
-    offsets = ort_isa.xgetbv_offsets(installed)
+    copy = emulation.native_library(root / "onnxruntime")
+    offsets = emulation.xgetbv_offsets(installed)
     assert offsets, "the installed library has no xgetbv: MLAS could not have checked XCR0"
     original, patched = installed.read_bytes(), copy.read_bytes()
     assert len(original) == len(patched)
@@ -56,28 +78,31 @@ def test_the_copy_differs_from_the_installed_library_only_at_its_xgetbv_instruct
     assert [o for o in offsets if any(0 <= at - o < 3 for at in diff)] == offsets  # each one changed ...
     assert all(any(0 <= at - o < 3 for o in offsets) for at in diff)  # ... and nothing else
     for at in offsets:
-        assert original[at:at + 3] == ort_isa.XGETBV and patched[at:at + 3] == ort_isa.XCR0_AVX
-    assert ort_isa.xgetbv_offsets(copy) == []  # the disassembler finds none left
+        assert original[at:at + 3] == emulation.XGETBV and patched[at:at + 3] == emulation.XCR0_AVX
+    assert emulation.xgetbv_offsets(copy) == []  # the disassembler finds none left
     # the same installed library gives the same copy, from the cache
-    assert ort_isa.capped_copy(root.parent) == root
+    assert emulation.capped_copy(root.parent) == root
 
 
+@needs_avx2
 def test_onnx_runtime_takes_its_avx2_kernels_in_the_copy_and_its_best_ones_natively(capped):
     root, _ = capped
-    probe = "from zeroloop.engine.nn.ort_isa import nchwc_block; print(nchwc_block())"
+    probe = "from isa_emulation import nchwc_block; print(nchwc_block())"
     assert _python(probe, pythonpath=root) == "8"
     assert _python(probe) == ("16" if "avx512f" in cpu_flags() else "8")
 
 
+@needs_avx2
 def test_a_library_without_xgetbv_is_refused(tmp_path):
     fake = tmp_path / "libfake.so"
     shutil.copy(sys.executable, fake)  # Python itself reads no XCR0
-    if ort_isa.xgetbv_offsets(fake):
+    if emulation.xgetbv_offsets(fake):
         pytest.skip("this Python executable happens to contain xgetbv")
     with pytest.raises(ValueError, match="no xgetbv instruction found"):
-        ort_isa.patch_library(fake)
+        emulation.patch_library(fake)
 
 
+@needs_avx2
 def test_int8_answers_on_the_avx2_path_as_on_the_native_one(capped, tmp_path):
     from zeroloop.engine.games import make_game, random_line
     from zeroloop.engine.nn import inference_net

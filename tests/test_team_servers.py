@@ -191,7 +191,7 @@ def test_many_processes_tagging_one_run_at_once_all_land(pg_mlflow):
     ``set_tag`` let the loser fail with a unique violation on ``tag_pk``)."""
     from mlflow.tracking import MlflowClient
 
-    from zeroloop.pipeline.tracking import set_tags
+    from zeroloop.pipeline.tracking.runs import set_tags
 
     client = MlflowClient(pg_mlflow.url)
     run_id = client.create_run(client.create_experiment("pg-tag-race")).info.run_id
@@ -504,39 +504,39 @@ def test_a_server_that_takes_the_check_is_waited_for_beyond_the_connection_wait(
     """MLflow's basic-auth app hashes the password on every request: seconds on a
     busy machine (CI's 2 cores lost a run to a 5 s cap). A server that took the
     connection is given ANSWER_WAIT_S to answer; one that never answers is named."""
-    from zeroloop.pipeline import tracking
+    from zeroloop.pipeline.tracking import store
 
     with _SlowServer(delay=3) as slow:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", slow.url)
         start = time.monotonic()
-        assert tracking.check_tracking(wait_s=1) == slow.url
+        assert store.check_tracking(wait_s=1) == slow.url
         assert time.monotonic() - start >= 3
-        monkeypatch.setattr(tracking, "ANSWER_WAIT_S", 1.0)
+        monkeypatch.setattr(store, "ANSWER_WAIT_S", 1.0)
         silent = r"took the connection but sent no answer within 1s"
-        with pytest.raises(tracking.TrackingUnavailable, match=silent):
-            tracking.check_tracking(wait_s=1)
+        with pytest.raises(store.TrackingUnavailable, match=silent):
+            store.check_tracking(wait_s=1)
     with _SlowServer(delay=0, status=404) as other:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", other.url)
-        with pytest.raises(tracking.TrackingUnavailable, match=r"not an MLflow tracking server \(HTTP 404"):
-            tracking.check_tracking(wait_s=1)
+        with pytest.raises(store.TrackingUnavailable, match=r"not an MLflow tracking server \(HTTP 404"):
+            store.check_tracking(wait_s=1)
 
 
 def test_check_tracking_reads_a_server_answer_as_the_client_would(tmp_path):
     """The credentials header follows MLflow's variables; a non-MLflow answer is named."""
-    from zeroloop.pipeline import tracking
+    from zeroloop.pipeline.tracking import store
 
     env = {"MLFLOW_TRACKING_USERNAME": "u", "MLFLOW_TRACKING_PASSWORD": "p"}
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:
-        assert tracking._credentials_header() == {"Authorization": "Basic dTpw"}
+        assert store._credentials_header() == {"Authorization": "Basic dTpw"}
     finally:
         for k, v in old.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    assert json.dumps(tracking.HTTP_RETRIES)  # bounded defaults exist
+    assert json.dumps(store.HTTP_RETRIES)  # bounded defaults exist
 
 
 def test_trial_runs_ride_out_a_tracking_server_that_is_down_and_a_resumed_study_writes_the_lost_ones(

@@ -95,7 +95,7 @@ def test_a_training_rerun_replaces_its_loss_curves(stages):
 
 
 def test_temporary_dvc_experiments_log_to_the_repository_store(tmp_path, monkeypatch):
-    from zeroloop.pipeline.tracking import repo_root, tracking_uri
+    from zeroloop.pipeline.tracking.store import repo_root, tracking_uri
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.setenv("DVC_ROOT", str(tmp_path / "repo" / ".dvc" / "tmp" / "exps" / "tmpab12cd"))
@@ -108,7 +108,7 @@ def test_temporary_dvc_experiments_log_to_the_repository_store(tmp_path, monkeyp
 def test_an_experiment_another_process_created_meanwhile_is_taken_not_fatal(mlflow_db, monkeypatch):
     """Two machines starting on one server both find the experiment missing and
     both create it (CI saw `zeroloop tune` fail so): the loser takes the winner's."""
-    from zeroloop.pipeline.tracking import EXPERIMENT_KIND, open_experiment
+    from zeroloop.pipeline.tracking.store import EXPERIMENT_KIND, open_experiment
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{mlflow_db}")
     client = MlflowClient(f"sqlite:///{mlflow_db}")
@@ -138,7 +138,7 @@ def test_a_stage_imports_mlflow_while_it_works(tmp_path, uri, sql):
     """MLflow's client, and SQLAlchemy's store for a database URI, are imported in a
     thread (5 s of a tiny stage otherwise): by the time the stage logs, they are there."""
     code = ("import sys, threading\n"
-            "from zeroloop.pipeline.tracking import prefetch_client\n"
+            "from zeroloop.pipeline.tracking.store import prefetch_client\n"
             "assert 'mlflow' not in sys.modules\n"
             "prefetch_client()\n"
             "[t.join() for t in threading.enumerate() if t.name == 'mlflow-import']\n"

@@ -14,6 +14,29 @@ def _game_help() -> str:
     return "; ".join(f"{k}: {v}" for k, v in GAME_NAMES.items())
 
 
+#: Options several commands take, worded alike.
+DEVICE = {"default": "auto", "help": "auto (CUDA if present), cpu or cuda[:N]"}
+WORKERS = {"type": int, "default": None, "help": "worker processes (default: one per core)"}
+PARAMS = {"default": "params.yaml", "help": "params file (default params.yaml)"}
+
+
+def add_search_options(p: argparse.ArgumentParser, *, game: str | None, games: str = "see zeroloop --help",
+                       ids: bool = False, model: str, sims: int, per: str, seed: str) -> None:
+    """--game, --model, --sims, --seed and --device: the options of every
+    command that searches with one model, worded alike. ``game``: the default
+    game (None: --game is required), ``games`` where the names are listed;
+    ``ids``: --model also takes an id (champion, genN, ...), ``model`` what
+    runs without it; ``sims``: the default simulations per ``per``; ``seed``:
+    what the seed is for."""
+    default = f"default {game}; " if game else ""
+    p.add_argument("--game", required=game is None, default=game, help=f"game name ({default}{games})")
+    p.add_argument("--model", help=f"model file{' or id' if ids else ' (.pt) written by zeroloop'} "
+                                   f"(default: {model})")
+    p.add_argument("--sims", type=int, default=sims, help=f"simulations per {per} (default {sims})")
+    p.add_argument("--seed", type=int, default=0, help=f"seed {seed} (default 0)")
+    p.add_argument("--device", **DEVICE)
+
+
 def cmd_analyse(args: argparse.Namespace) -> int:
     from zeroloop.apps.analyse import Analyser
 
@@ -72,7 +95,7 @@ def cmd_selfplay(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from zeroloop.pipeline.params import ParamsError
-    from zeroloop.pipeline.tracking import tracking_errors, tracking_uri
+    from zeroloop.pipeline.tracking.store import tracking_errors, tracking_uri
     from zeroloop.pipeline.tuning.run import tune
     from zeroloop.pipeline.tuning.study import TERMINATED, stop_on_sigterm
     from zeroloop.pipeline.tuning.tracker import storage_key
@@ -207,26 +230,20 @@ def build_parser() -> argparse.ArgumentParser:
             "line gets {\"moves\", \"error\"} and the rest are still answered."),
         epilog="Without --model a randomly initialised network (seeded by --seed) is "
                "used, so the command works before any training.")
-    a.add_argument("--game", required=True, help="game name (see zeroloop --help)")
-    a.add_argument("--model", help="model file (.pt) written by zeroloop; default: random net")
-    a.add_argument("--sims", type=int, default=200, help="simulations per position (default 200)")
-    a.add_argument("--seed", type=int, default=0, help="seed for the random net (default 0)")
-    a.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
+    add_search_options(a, game=None, model="a random net", sims=200, per="position",
+                       seed="for the random net")
     a.set_defaults(func=cmd_analyse)
 
     s = sub.add_parser("selfplay", help="play self-play games with a model (or a random net)",
                        description="Play self-play games through the batched search over "
                                    "worker processes and print a summary.")
-    s.add_argument("--game", default="connect4", help="game name (default connect4)")
-    s.add_argument("--model", help="model file; default: random net")
+    add_search_options(s, game="connect4", model="a random net", sims=100, per="move",
+                       seed="for the games and the random net")
     s.add_argument("--games", type=int, default=64, help="games to play (default 64)")
-    s.add_argument("--sims", type=int, default=100, help="simulations per move (default 100)")
-    s.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
+    s.add_argument("--workers", **WORKERS)
     s.add_argument("--shard-games", type=int, default=64, help="games per shard (default 64)")
     s.add_argument("--in-flight", type=int, default=128,
                    help="games each worker searches together (default 128; speed only)")
-    s.add_argument("--seed", type=int, default=0, help="seed for the games and the random net")
-    s.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
     s.add_argument("--backend", choices=["local", "ray"], default="local",
                    help="local worker processes or Ray tasks (default local; the same games)")
     s.add_argument("--ray-address", default="",
@@ -266,9 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--study", help="study name (default <game>-search); the same name resumes it")
     t.add_argument("--model", help="search objective: model file (default: models/champion.pt, else the "
                                    "newest generation's best, else the model shipped for the game)")
-    t.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
-    t.add_argument("--seed", type=int, default=0, help="seed of the openings and the sampler")
-    t.add_argument("--workers", type=int, default=None, help="worker processes (default: one per core)")
+    t.add_argument("--params", **PARAMS)
+    t.add_argument("--seed", type=int, default=0, help="seed of the openings and the sampler (default 0)")
+    t.add_argument("--workers", **WORKERS)
     t.set_defaults(func=cmd_tune)
 
     pl = sub.add_parser(
@@ -281,14 +298,12 @@ def build_parser() -> argparse.ArgumentParser:
                "genN-candidate, reference (Connect Four: the default run's champion, shipped), shipped "
                "(a small model that comes with zeroloop), random. Default: the first that exists "
                "for the game, in that order. Games: " + _game_help())
-    pl.add_argument("--game", required=True, help="game name")
-    pl.add_argument("--model", help="model file or id (default: the pipeline's champion for the game)")
-    pl.add_argument("--sims", type=int, default=200, help="simulations per AI move (default 200)")
+    add_search_options(pl, game=None, games="see below", ids=True,
+                       model="the pipeline's champion for the game", sims=200, per="AI move",
+                       seed="for the untrained network")
     side = pl.add_mutually_exclusive_group()
     side.add_argument("--human-first", action="store_true", help="you play X and move first (default)")
     side.add_argument("--ai-first", action="store_true", help="the AI plays X and moves first")
-    pl.add_argument("--seed", type=int, default=0, help="seed (for the untrained network)")
-    pl.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
     pl.set_defaults(func=cmd_play)
 
     gt = sub.add_parser(
@@ -301,13 +316,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "gets a '?' answer and the engine keeps running.",
         epilog="Example: gogui -program 'zeroloop gtp --game go-9 --model champion'. Models: a file, "
                "or an id (champion, genN, random: an untrained network, which plays any board size).")
-    gt.add_argument("--game", default="go-9", help="go-9 (default), go-7, go-N or go-N-komiK")
-    gt.add_argument("--model", help="model file or id (default: the pipeline's champion for the game, "
-                                    "else an untrained network)")
-    gt.add_argument("--sims", type=int, default=200, help="simulations per genmove (default 200)")
+    add_search_options(gt, game="go-9", games="go-7, go-N or go-N-komiK", ids=True,
+                       model="the pipeline's champion for the game, else an untrained network", sims=200,
+                       per="genmove", seed="for the untrained network")
     gt.add_argument("--root", default=".", help="project directory with models/ (default .)")
-    gt.add_argument("--seed", type=int, default=0, help="seed (for the untrained network)")
-    gt.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
     gt.set_defaults(func=cmd_gtp)
 
     sv = sub.add_parser(
@@ -320,7 +332,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="address to bind (default 127.0.0.1: this machine only)")
     sv.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     sv.add_argument("--root", default=".", help="project directory with models/, data/, reports/ (default .)")
-    sv.add_argument("--device", default="auto", help="auto (CUDA if present), cpu or cuda[:N]")
+    sv.add_argument("--device", **DEVICE)
     sv.add_argument("--max-searches", type=int, default=None,
                     help="AI moves searched at once (default: one per core); more get 503 + Retry-After")
     sv.add_argument("--max-sessions", type=int, default=200,
@@ -361,7 +373,7 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument("--set", choices=["validation", "test", "both"], default="test",
                     help="position set (default test: the held-out one)")
     er.add_argument("--sims", type=int, default=None, help="simulations (default evaluate.simulations)")
-    er.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
+    er.add_argument("--params", **PARAMS)
     er.add_argument("--root", default=".", help="project directory with data/ and models/ (default .)")
     er.add_argument("--json", action="store_true",
                     help="one JSON line per model and set (and per paired comparison) instead of tables")

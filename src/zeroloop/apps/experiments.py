@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from zeroloop.pipeline.tracking import flatten
+from zeroloop.pipeline.tracking.runs import flatten
 
 METRICS = "reports/metrics.json"
 

@@ -45,73 +45,19 @@ def cpu_flags() -> tuple[str, ...]:
     return ()
 
 
-#: Environment variables that make the CPU libraries run as an older CPU would
-#: (set before they load): oneDNN, PyTorch's own kernels, fbgemm, MKL, numba's
-#: code generation and numpy's dispatch honour them. ONNX Runtime has no such
-#: variable: for ``avx2``, :func:`isa_environ` puts a patched copy of it first on
-#: ``PYTHONPATH`` (:mod:`zeroloop.engine.nn.ort_isa`). numpy's BLAS (OpenBLAS,
-#: in no hot path here) is left as it is.
-ISA_CAPS = {
-    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
-             "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
-             "NUMBA_CPU_NAME": "haswell", "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR"},
-    "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512",
-               "FBGEMM_ENABLE_INSTRUCTIONS": "AVX512", "MKL_ENABLE_INSTRUCTIONS": "AVX512",
-               "NUMBA_CPU_NAME": "skylake-avx512", "NPY_DISABLE_CPU_FEATURES": "AVX512_ICL AVX512_SPR"},
-}
-
-#: set by :func:`isa_environ` where ONNX Runtime runs as a patched copy
-ORT_CAP = "ZEROLOOP_ONNXRUNTIME_ISA"
+#: Environment variables that cap the instructions the CPU libraries use (oneDNN, PyTorch's own
+#: kernels, fbgemm, MKL, numba, numpy), and the one that says ONNX Runtime runs as a copy patched to
+#: take an older CPU's kernels (benchmarks/isa_emulation.py sets them all): a run under caps says so
+#: in its machine line.
+CAP_VARIABLES = ("ATEN_CPU_CAPABILITY", "FBGEMM_ENABLE_INSTRUCTIONS", "MKL_ENABLE_INSTRUCTIONS",
+                 "NPY_DISABLE_CPU_FEATURES", "NUMBA_CPU_NAME", "ONEDNN_MAX_CPU_ISA",
+                 "ZEROLOOP_ONNXRUNTIME_ISA")
 
 
 def isa_caps() -> str:
-    """The :data:`ISA_CAPS` variables set in this process (and :data:`ORT_CAP`),
-    as ``NAME=value`` words ('' when none is)."""
-    names = sorted({name for caps in ISA_CAPS.values() for name in caps} | {ORT_CAP})
-    return " ".join(f"{n}={os.environ[n]}" for n in names if os.environ.get(n))
-
-
-def isa_environ(isa: str) -> dict[str, str]:
-    """The environment variables that make a new process run as a CPU with at
-    most ``isa`` (a key of :data:`ISA_CAPS`) would, ONNX Runtime included
-    where it can be (``avx2``: a patched copy first on ``PYTHONPATH``)."""
-    env = dict(ISA_CAPS[isa])
-    if isa == "avx2":
-        from zeroloop.engine.nn import ort_isa
-
-        copy = str(ort_isa.capped_copy())
-        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != copy]
-        env["PYTHONPATH"] = os.pathsep.join([copy, *paths])
-        env[ORT_CAP] = "AVX2"
-    return env
-
-
-def run_as(isa: str) -> None:
-    """Make this process run as a CPU with at most ``isa`` (a key of
-    :data:`ISA_CAPS`, or ``native``) would: when the caps are not yet set,
-    start the same command again with them (the libraries read them as they
-    load), so call it before anything uses torch or ONNX Runtime."""
-    import sys
-
-    if isa == "native" or all(os.environ.get(k) == v for k, v in ISA_CAPS[isa].items()):
-        return
-    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **isa_environ(isa)})
-
-
-def emulation_line(isa: str) -> str:
-    """One line on what runs capped in this process (run by :func:`run_as`),
-    with the kernel path ONNX Runtime took, read from the library itself."""
-    caps = "oneDNN, PyTorch's kernels, fbgemm, MKL, numba and numpy"
-    try:
-        from zeroloop.engine.nn.ort_isa import nchwc_block
-
-        block = nchwc_block()
-        ort = {16: "its AVX-512 kernels", 8: "its AVX2 kernels"}.get(block, "an unknown path")
-        ort = f"ONNX Runtime ran {ort} (NCHWc block {block})"
-    except ImportError:
-        ort = "ONNX Runtime is not installed"
-    patched = " as a patched copy" if os.environ.get(ORT_CAP) else ", not capped"
-    return f"emulated: --isa {isa} caps {caps}; {ort}{patched}"
+    """The :data:`CAP_VARIABLES` set in this process, as ``NAME=value`` words
+    in the order of their names ('' when none is)."""
+    return " ".join(f"{n}={os.environ[n]}" for n in sorted(CAP_VARIABLES) if os.environ.get(n))
 
 
 def cores() -> int:

@@ -46,7 +46,7 @@ def run_stage(name: str, body: Callable[[Params], None], params_file: str = PARA
               writes: bool = True, tracked: bool = False) -> int:
     """Load params, check the output folders can be written (``writes``) and
     the MLflow store answers (``tracked``: a bounded wait, see
-    :func:`~zeroloop.pipeline.tracking.check_tracking`), run the stage body,
+    :func:`~zeroloop.pipeline.tracking.store.check_tracking`), run the stage body,
     map expected failures to exit 2."""
     setup_process()
     try:
@@ -55,7 +55,7 @@ def run_stage(name: str, body: Callable[[Params], None], params_file: str = PARA
         if writes:
             check_writable()
         if tracked:
-            from zeroloop.pipeline.tracking import check_tracking, prefetch_client
+            from zeroloop.pipeline.tracking.store import check_tracking, prefetch_client
 
             check_tracking()
             prefetch_client()
@@ -66,7 +66,7 @@ def run_stage(name: str, body: Callable[[Params], None], params_file: str = PARA
         print(f"zeroloop {name}: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
-        from zeroloop.pipeline.tracking import tracking_errors, tracking_uri
+        from zeroloop.pipeline.tracking.store import tracking_errors, tracking_uri
 
         if not isinstance(exc, tracking_errors()) or os.environ.get("ZEROLOOP_DEBUG"):
             raise

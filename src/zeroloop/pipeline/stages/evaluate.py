@@ -7,7 +7,7 @@ from zeroloop.engine.nn.machine import summary_line
 from zeroloop.pipeline.evaluation import evaluate_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
-from zeroloop.pipeline.tracking import Tracker, logging_after_work, stage_metrics
+from zeroloop.pipeline.tracking.runs import Tracker, logging_after_work, stage_metrics
 
 
 def run(p: Params, gen: int) -> None:

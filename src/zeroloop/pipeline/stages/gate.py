@@ -8,7 +8,7 @@ from zeroloop.engine.nn.machine import summary_line
 from zeroloop.pipeline.generation import gate_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
-from zeroloop.pipeline.tracking import Tracker, logging_after_work
+from zeroloop.pipeline.tracking.runs import Tracker, logging_after_work
 
 
 def run(p: Params, gen: int, prev: int) -> None:

@@ -7,7 +7,7 @@ import zeroloop.pipeline.training.module  # noqa: F401
 from zeroloop.pipeline.generation import train_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
-from zeroloop.pipeline.tracking import Tracker, logging_after_work
+from zeroloop.pipeline.tracking.runs import Tracker, logging_after_work
 
 
 def run(p: Params, gen: int, prev: int) -> None:

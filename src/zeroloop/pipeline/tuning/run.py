@@ -91,7 +91,7 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
     from zeroloop.pipeline.params import load_params
     from zeroloop.pipeline.runtime.backend import use_backend
     from zeroloop.pipeline.runtime.process import quiet_libraries
-    from zeroloop.pipeline.tracking import check_tracking
+    from zeroloop.pipeline.tracking.store import check_tracking
     from zeroloop.pipeline.tuning.objectives import TrialSettings, clipped_defaults, default_settings
     from zeroloop.pipeline.tuning.results import best_params_yaml, confirm_gain, save_plots
     from zeroloop.pipeline.tuning.study import (

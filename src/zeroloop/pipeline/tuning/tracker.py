@@ -10,15 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from zeroloop.pipeline.params import Params
-from zeroloop.pipeline.tracking import (
-    PARENT,
+from zeroloop.pipeline.tracking.runs import PARENT, flatten, log_batch, set_tags, source_tags
+from zeroloop.pipeline.tracking.store import (
     bound_http_retries,
     failure_line,
-    flatten,
-    log_batch,
     open_experiment,
-    set_tags,
-    source_tags,
     tracking_errors,
     tracking_uri,
 )

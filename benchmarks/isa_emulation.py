@@ -1,9 +1,17 @@
-"""ONNX Runtime as an AVX2 CPU runs it, on a CPU with AVX-512: a patched copy
-of the installed package, for measuring (``--isa avx2`` in the benchmarks,
-``benchmarks/run_as.py`` for a whole run). Never used by a normal run.
+"""Running as an older CPU on a newer one, for measuring: the whole pipeline
+on a Zen 4 as on an AVX2 CPU (``run_as.py``), a benchmark with ``--isa avx2``
+(``inference_options.py``, ``selfplay_throughput.py``). Never used by a
+normal run; the scripts here import it.
 
-oneDNN, PyTorch and fbgemm take an environment variable that caps the
-instructions they use; ONNX Runtime has none. Its kernel library (MLAS)
+Most CPU libraries take an environment variable that caps the instructions
+they use, read as they load (:data:`ISA_CAPS`: oneDNN, PyTorch's own
+kernels, fbgemm, MKL, numba's code generation, numpy's dispatch; numpy's
+BLAS, OpenBLAS, in no hot path here, is left as it is). A process's machine
+line names the caps it runs under
+(:func:`zeroloop.engine.nn.machine.isa_caps`).
+
+ONNX Runtime has none, so for ``avx2`` it runs as a patched copy of the
+installed package. Its kernel library (MLAS)
 picks its kernels once, as it loads, from CPUID and from the extended control
 register XCR0 that ``xgetbv`` reads: the AVX-512 kernels (and with them the
 VNNI ones) only where XCR0 says the operating system saves the AVX-512
@@ -30,8 +38,24 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
+
+#: Environment variables that make the CPU libraries run as an older CPU would
+#: (set before they load). Every name here is one of
+#: :data:`zeroloop.engine.nn.machine.CAP_VARIABLES`, which the machine line reports.
+ISA_CAPS = {
+    "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+             "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+             "NUMBA_CPU_NAME": "haswell", "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR"},
+    "avx512": {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "ATEN_CPU_CAPABILITY": "avx512",
+               "FBGEMM_ENABLE_INSTRUCTIONS": "AVX512", "MKL_ENABLE_INSTRUCTIONS": "AVX512",
+               "NUMBA_CPU_NAME": "skylake-avx512", "NPY_DISABLE_CPU_FEATURES": "AVX512_ICL AVX512_SPR"},
+}
+
+#: set by :func:`isa_environ` where ONNX Runtime runs as a patched copy
+ORT_CAP = "ZEROLOOP_ONNXRUNTIME_ISA"
 
 #: ``xgetbv`` (0f 01 d0) and what replaces it: ``push 7; pop rax`` (XCR0 = x87 | SSE | AVX)
 XGETBV = b"\x0f\x01\xd0"
@@ -148,3 +172,40 @@ def nchwc_block() -> int:
         optimised = onnx.load(opts.optimized_model_filepath)
     padded = max((init.dims[0] for init in optimised.graph.initializer if len(init.dims) == 4), default=20)
     return {24: 8, 32: 16}.get(padded, 0)
+
+
+def isa_environ(isa: str) -> dict[str, str]:
+    """The environment variables that make a new process run as a CPU with at
+    most ``isa`` (a key of :data:`ISA_CAPS`) would, ONNX Runtime included
+    where it can be (``avx2``: a patched copy first on ``PYTHONPATH``)."""
+    env = dict(ISA_CAPS[isa])
+    if isa == "avx2":
+        copy = str(capped_copy())
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != copy]
+        env["PYTHONPATH"] = os.pathsep.join([copy, *paths])
+        env[ORT_CAP] = "AVX2"
+    return env
+
+
+def run_as(isa: str) -> None:
+    """Make this process run as a CPU with at most ``isa`` (a key of
+    :data:`ISA_CAPS`, or ``native``) would: when the caps are not yet set,
+    start the same command again with them (the libraries read them as they
+    load), so call it before anything uses torch or ONNX Runtime."""
+    if isa == "native" or all(os.environ.get(k) == v for k, v in ISA_CAPS[isa].items()):
+        return
+    os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **isa_environ(isa)})
+
+
+def emulation_line(isa: str) -> str:
+    """One line on what runs capped in this process (run by :func:`run_as`),
+    with the kernel path ONNX Runtime took, read from the library itself."""
+    caps = "oneDNN, PyTorch's kernels, fbgemm, MKL, numba and numpy"
+    try:
+        block = nchwc_block()
+        ort = {16: "its AVX-512 kernels", 8: "its AVX2 kernels"}.get(block, "an unknown path")
+        ort = f"ONNX Runtime ran {ort} (NCHWc block {block})"
+    except ImportError:
+        ort = "ONNX Runtime is not installed"
+    patched = " as a patched copy" if os.environ.get(ORT_CAP) else ", not capped"
+    return f"emulated: --isa {isa} caps {caps}; {ort}{patched}"
