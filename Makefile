@@ -50,7 +50,7 @@ preset: $(STAMP)
 	$(BIN)/zeroloop preset $(NAME)
 
 test: $(STAMP) browser gnugo binutils
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=25
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=30
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
