@@ -78,7 +78,7 @@ def read_preset(path: str | Path) -> tuple[dict, list[str]]:
     return data, header
 
 
-def merged(defaults: dict, preset: dict, sections: set[str] | None = None) -> dict:
+def merged(defaults: dict, preset: dict) -> dict:
     """``defaults`` with ``preset`` over it: a section (a mapping of the
     defaults other than ``generations``) merges key by key, anything else is
     replaced whole."""
