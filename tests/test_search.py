@@ -84,7 +84,7 @@ def one_node_tree(prior, edge_n, edge_w, node_value):
 
 
 def test_fpu_reduction_values_an_unvisited_move_below_what_the_node_has_seen():
-    from zeroloop.engine.search.selection import unvisited_value
+    from zeroloop.engine.search.kernels import unvisited_value
 
     tree = one_node_tree([0.3, 0.2, 0.5], [1.0, 2.0, 0.0], [0.4, -0.2, 0.0], 0.2)
     # mean (0.2 + 0.4 - 0.2) / (1 + 3) = 0.1, visited prior mass 0.5
@@ -343,7 +343,7 @@ def test_sequential_halving_spends_the_budget_on_the_better_half():
 
 
 def test_improved_policy_from_completed_q_by_hand():
-    from zeroloop.engine.search.selection import improved_policy
+    from zeroloop.engine.search.kernels import improved_policy
     from zeroloop.engine.search.tree import kernel_params
 
     tree = one_node_tree([0.5, 0.3, 0.2], [2.0, 1.0, 0.0], [1.0, -1.0, 0.0], 0.1)  # q = 0.5, -1.0, unvisited
@@ -372,7 +372,7 @@ def test_gumbel_search_policy_target_and_move_by_hand():
     c_visit 3, c_scale 0.5. The oracle gives every position the same priors;
     the root is worth -0.5, each child a fixed value, every grandchild +0.3
     (from its side to move, the root's player). Q in [-1, 1] is mapped to
-    [0, 1] by (q + 1) / 2, the game's fixed bounds (selection.py; not mctx's
+    [0, 1] by (q + 1) / 2, the game's fixed bounds (kernels.py; not mctx's
     min-max over the root's children), so
     sigma(q) = (c_visit + max_b N(b)) * c_scale * (q + 1) / 2.
     """

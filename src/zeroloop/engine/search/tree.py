@@ -26,9 +26,9 @@ import numpy as np
 from zeroloop.engine.games.base import Game, State
 from zeroloop.engine.search import kernels as K
 from zeroloop.engine.search.config import SearchConfig
+from zeroloop.engine.search.kernels import exploration, improved_policy, sigma
 from zeroloop.engine.search.moves import considered_visits
 from zeroloop.engine.search.rollout import random_rollout
-from zeroloop.engine.search.selection import exploration, improved_policy, sigma
 
 #: An oracle: states -> (priors ``[B, A]`` over all actions, values ``[B]`` in
 #: [-1, 1] from each state's side to move). A network is one such oracle.
