@@ -2,7 +2,8 @@
 same cores, in one run.
 
 Both backends play the same seeded self-play job (the shipped Connect Four
-model by default, the default run's 64 simulations and temperature schedule)
+model by default, the default run's 64 simulations and forced playouts,
+temperature 1 for 8 moves)
 through :func:`zeroloop.pipeline.data.shards.run_selfplay`, the call the self-play
 stage makes, ``--rounds`` times each, alternating (local, ray, local, ray, ...)
 so that a drift in the machine's speed hits both alike, after a local warm-up

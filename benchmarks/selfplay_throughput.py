@@ -25,7 +25,8 @@ row, the cache's hit rate and the time split (network / tree / game rules).
         [--device cpu|cuda] [--precision auto|fp32|bf16|fp16|int8] [--isa native|avx2|avx512]
 
 ``make bench`` runs it with the defaults (the shipped Connect Four model, 64
-simulations, temperature 1 for 8 moves, as the default run plays);
+simulations and forced playouts as the default run searches, temperature 1
+for 8 moves, kept from before the default's 20 so that figures stay comparable);
 tests/test_benchmarks.py runs every benchmark with tiny settings so none can rot.
 """
 

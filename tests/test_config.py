@@ -205,3 +205,36 @@ def test_strong_preset_is_the_defaults_run_longer():
     strong, _ = preset_params("connect4-strong", ROOT / "presets")
     assert len(strong.generations) == 18
     assert strong.model_copy(update={"generations": parse_params({}).generations}) == parse_params({})
+
+
+def test_an_older_params_file_names_every_removed_key_in_one_line_and_a_preset_rewrites_it(tmp_path):
+    from zeroloop.pipeline.params.presets import write_preset
+
+    shipped = (ROOT / "params.yaml").read_text()
+    older = shipped.replace("  dedup: true", "  replay_start: 0\n  start_from: best\n  dedup: true")
+    older = older.replace("  opening_plies: 0 ", "  late_simulations: 0\n  opening_plies: 0 ")
+    out = tmp_path / "params.yaml"
+    out.write_text(older)
+    with pytest.raises(ParamsError) as err:
+        load_params(out)
+    msg = str(err.value)
+    assert "\n" not in msg and "cdcab39" in msg and "make preset NAME=connect4" in msg
+    for key in ("train.replay_start", "train.start_from", "selfplay.late_simulations"):
+        assert f"'{key}'" in msg
+    write_preset("connect4", out, ROOT / "presets")  # the removed keys' lines go, every comment stays
+    assert out.read_text() == shipped
+
+
+def test_a_written_params_file_reads_back_as_the_preset_whatever_the_template(tmp_path):
+    from zeroloop.pipeline.params.presets import write_preset
+
+    (tmp_path / "mine.yaml").write_text("# mine\ntrain: {l2: 0.00001}\nevaluate: {gnugo_level: [1, 10]}\n"
+                                        "mlflow: {model_name: 'a#b'}\n")
+    out = tmp_path / "params.yaml"
+    for template in [(ROOT / "params.yaml").read_text(), "", "game: connect4\n", "net:\n  - 1\n"]:
+        out.write_text(template)
+        p = write_preset("mine", out, tmp_path)
+        assert load_params(out) == p and p.train.l2 == 1e-5 and p.mlflow.model_name == "a#b"
+        assert load_params(out, complete=True) == p
+    write_preset("mine", out, tmp_path)  # written over itself: the same text
+    assert out.read_text().count("a#b") == 1

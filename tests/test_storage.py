@@ -61,3 +61,18 @@ def test_net_shapes():
         logits, v = net(x)
         assert logits.shape == (3, game.num_actions) and v.shape == (3,)
         assert np.all(np.abs(v.detach().numpy()) < 1)
+
+
+def test_a_model_made_with_a_removed_head_is_refused_naming_the_option(tmp_path, monkeypatch):
+    """net.opponent_policy left the code in issue 50: a model file that still records it says so
+    in one line, naming the file and the commit whose code reads it, not a TypeError."""
+    game = make_game("tictactoe")
+    net = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8))
+    monkeypatch.setattr(NetConfig, "to_dict", lambda self: {"blocks": 1, "channels": 8, "value_hidden": 8,
+                                                           "opponent_policy": True})
+    path = tmp_path / "old.pt"
+    save_model(path, net, game)
+    monkeypatch.undo()
+    with pytest.raises(DamagedFileError, match=r"old.pt: made with network options .*\(opponent_policy; "
+                                               r"removed in issue 50.*cdcab39"):
+        load_model(path)

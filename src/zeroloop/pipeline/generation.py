@@ -35,9 +35,9 @@ from zeroloop.pipeline.runtime.process import machine, process_clock
 
 
 def init_step(p: Params, layout: Layout) -> dict:
-    """Generation 0: a randomly initialised network (as the best model and as
-    the candidate that generation 1 may continue from) and an empty replay
-    window."""
+    """Generation 0: a randomly initialised network (as the best model, and a
+    byte copy as its candidate, so that every generation has both files the
+    catalogue lists) and an empty replay window."""
     import torch
 
     from zeroloop.engine.nn import PolicyValueNet

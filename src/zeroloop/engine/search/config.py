@@ -10,7 +10,8 @@ from zeroloop.engine.config import Annotated, at, check_fields
 
 @dataclass(frozen=True, kw_only=True)
 class SearchConfig:
-    """Search settings. Defaults follow AlphaZero where it gave a value.
+    """Search settings. Defaults are the shipped params.yaml's (the ablations'
+    choices); each line gives the value the papers used.
 
     simulations: network evaluations per move (AlphaZero: 800).
     c_puct: exploration constant; ``c_init`` of the schedule when c_base is set

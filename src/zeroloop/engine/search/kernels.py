@@ -81,7 +81,8 @@ class GumbelState(NamedTuple):
     which only passes it on)."""
 
     score: np.ndarray  # [S, A] float64: Gumbel + log prior of the considered moves, -1e30 for the others
-    target: np.ndarray  # [S, simulations] float32: the visits the move simulation k picks must have
+    # [S, cap] float32, the first `simulations` columns used: the visits the move simulation k picks must have
+    target: np.ndarray
     total: np.ndarray  # [S] int64: the search's simulations
     q: np.ndarray  # [A] float64 scratch: completed Q
     p: np.ndarray  # [A] float64 scratch: the improved policy

@@ -93,7 +93,7 @@ def pruned_visits(visits: np.ndarray, q: np.ndarray, prior: np.ndarray, scale: f
     return out
 
 
-def root_scale(n_root: np.float32, params: K.Params) -> np.float32:
+def root_scale(n_root: np.float32, params: K.Params) -> float:
     """PUCT's ``c(s) * sqrt(N(s))`` at a root of ``n_root`` visits, for
     :func:`pruned_visits`: the search's own ``c(s)``, times the square root
     in float32 (NumPy's type for the float32 count)."""

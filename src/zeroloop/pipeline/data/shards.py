@@ -52,7 +52,7 @@ class SelfplayJob:
 
     game: str
     model: str | ShippedFile | None  # a shipped file on a backend whose tasks have their own disks
-    selfplay: SelfplayConfig = field(default_factory=SelfplayConfig)
+    selfplay: SelfplayConfig
     search: SearchConfig = field(default_factory=SearchConfig)
     seed: int = 0
     device: str = "auto"

@@ -147,7 +147,14 @@ def load_model(path: str | os.PathLike, game: Game | None = None
     if game is not None and header["game"] != game.name:
         raise ValueError(f"{path}: model is for {header['game']!r}, not {game.name!r}")
     game = game or make_game(header["game"])
-    net = PolicyValueNet.for_game(game, NetConfig(**header["net"]))
+    try:
+        config = NetConfig(**header["net"])
+    except TypeError:  # a key of an option that left the code (net.opponent_policy: issue 50)
+        gone = sorted(set(header["net"]) - set(NetConfig.__dataclass_fields__))
+        raise DamagedFileError(f"{path}: made with network options this version no longer has "
+                               f"({', '.join(gone)}; removed in issue 50, the code that reads it is at "
+                               "commit cdcab39)") from None
+    net = PolicyValueNet.for_game(game, config)
     state = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
     try:
         net.load_state_dict(state)

@@ -103,6 +103,13 @@ def parse_params(data: Any, source: str = "params.yaml") -> Params:
         return Params.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()
+        gone = [".".join(map(str, e["loc"])) for e in errors if e["type"] == "extra_forbidden"
+                and ".".join(map(str, e["loc"])) in REMOVED]
+        if len(gone) > 1:  # an older params file: every such key in one line, not three and "+12 more"
+            raise ParamsError(f"{source}: {', '.join(repr(k) for k in gone)} were removed: options measured "
+                              "level or worse (docs/pipeline.md, Removed options, names each one's round); "
+                              f"their code is at commit {REMOVED_AT} (delete those lines, or write the file "
+                              "anew with make preset NAME=connect4)") from None
         lines = [_describe(e, source) for e in errors[:3]]
         more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
         raise ParamsError("; ".join(lines) + more) from None

@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from zeroloop.pipeline.data.storage import atomic_write_bytes
-from zeroloop.pipeline.params.loading import ParamsError, parse_params
+from zeroloop.pipeline.params.loading import REMOVED, ParamsError, parse_params
 from zeroloop.pipeline.params.schema import Params
 
 #: where presets live, relative to the repository root
@@ -57,7 +57,8 @@ def read_preset(path: str | Path) -> tuple[dict, list[str]]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise ParamsError(f"{path}: not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ParamsError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -101,8 +102,11 @@ def preset_params(name: str, presets_dir: str | Path = PRESETS_DIR) -> tuple[Par
     """The configuration a preset makes (validated) and its header."""
     path = preset_path(name, presets_dir)
     data, header = read_preset(path)
-    params = parse_params(merged(Params().to_yaml_data(), data), str(path))
-    return params, header
+    return parse_params(merged(DEFAULTS.to_yaml_data(), data), str(path)), header
+
+
+#: the configuration a run has when params.yaml sets nothing
+DEFAULTS = Params()
 
 
 def write_preset(name: str, out: str | Path = "params.yaml", presets_dir: str | Path = PRESETS_DIR) -> Params:
@@ -110,7 +114,7 @@ def write_preset(name: str, out: str | Path = "params.yaml", presets_dir: str | 
     the configuration written."""
     params, header = preset_params(name, presets_dir)
     out = Path(out)
-    command = f"# Written by `make preset NAME={preset_path(name, presets_dir).stem}` (zeroloop preset)."
+    command = f"# Written by `make preset NAME={name}` (zeroloop preset)."
     template = out.read_text() if out.is_file() else ""
     atomic_write_bytes(out, render(params, [*header, command], template).encode())
     return params
@@ -119,23 +123,34 @@ def write_preset(name: str, out: str | Path = "params.yaml", presets_dir: str | 
 def render(params: Params, header: list[str], template: str = "") -> str:
     """params.yaml's text for ``params``: ``template``'s lines with their
     values replaced (comments kept), or plain YAML where the template does not
-    fit (missing, or without one of the keys)."""
+    fit (missing, without one of the sections, or a line this cannot read);
+    either way the text reads back as ``params``."""
     data = params.to_yaml_data()
-    body = _fill(template, data, Params().to_yaml_data()) if template else None
+    body = _fill(template, data, DEFAULTS.to_yaml_data()) if template else None
+    if body is not None and not _reads_back(body, params):
+        body = None
     if body is None:
         body = yaml.safe_dump(data, sort_keys=False, width=110)
     return "\n".join(header) + "\n" + body
 
 
-_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_\"']+):(?P<gap> *)(?P<value>[^#]*?)"
-                   r"(?P<comment> *#.*)?$")
+def _reads_back(text: str, params: Params) -> bool:
+    try:
+        return parse_params(yaml.safe_load(text)) == params
+    except (yaml.YAMLError, ParamsError):
+        return False
+
+
+_LINE = re.compile(r"^(?P<indent> *)(?P<key>[A-Za-z0-9_\"']+):(?P<gap> *)"
+                   r"""(?P<value>"(?:[^"\\]|\\.)*"|'[^']*'|[^#]*?)(?P<comment> *#.*)?$""")
 
 
 def _fill(template: str, data: dict, defaults: dict) -> str | None:
     """The template's key lines with ``data``'s values, every other line as it
     is; a key the template lacks (an optional one, such as ``runtime.backend``)
-    is added at the end of its section when its value is not the default.
-    None when the template has a key ``data`` lacks, or lacks a section."""
+    is added at the end of its section when its value is not the default, and
+    the line of a key that left the code (:data:`REMOVED`) is dropped. None
+    when the template has a key ``data`` lacks, or lacks a section."""
     lines = template.splitlines()
     first = next((i for i, line in enumerate(lines) if _LINE.match(line)), None)
     if first is None:
@@ -159,13 +174,15 @@ def _fill(template: str, data: dict, defaults: dict) -> str | None:
         while path and path[-1][0] >= indent:
             path.pop()
         keys = tuple(k for _, k in path) + (key,)
+        if ".".join(keys) in REMOVED:
+            continue
         try:
             value = _lookup(data, keys)
         except KeyError:
             return None
         if keys == ("generations",):
             out.append(f"{m['indent']}{key}:{m['gap']}{comment}".rstrip())
-            out.extend(f'{m["indent"]}  "{g}": {{prev: {v["prev"]}}}' for g, v in value.items())
+            out.extend(f'{m["indent"]}  "{g}": {_flow(v)}' for g, v in value.items())
             seen.add(keys)
             whole = indent
             continue
@@ -184,7 +201,7 @@ def _fill(template: str, data: dict, defaults: dict) -> str | None:
         seen.add(keys)
         for n in range(1, len(keys)):
             ends[keys[:n]] = len(out)
-    if seen - set(_leaves(data, ())):
+    if seen - set(_leaves(data, ())) or any((k,) not in ends and (k,) not in seen for k in data):
         return None
     added: dict[int, list[str]] = {}
     for keys in _leaves(data, ()):
@@ -239,7 +256,9 @@ def _flow(value: Any) -> str:
     if isinstance(value, float):
         if math.isinf(value) or math.isnan(value):
             return yaml.safe_dump(value).split("\n")[0]
-        return repr(value)
+        text = repr(value)  # YAML 1.1 reads 1e-05 as a string: its exponent needs a point before it
+        mantissa, e, exponent = text.partition("e")
+        return f"{mantissa}.0e{exponent}" if e and "." not in mantissa else text
     if isinstance(value, int):
         return str(value)
     if isinstance(value, str):

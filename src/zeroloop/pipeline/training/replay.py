@@ -59,8 +59,7 @@ class ReplayData:
         """``(1 - w) z + w q``, float32, ``w = q_weight``."""
         if q_weight == 0.0:
             return self.z
-        w = q_weight
-        return ((1.0 - w) * self.z + w * self.q).astype(np.float32)
+        return ((1.0 - q_weight) * self.z + q_weight * self.q).astype(np.float32)
 
 
 def _plies(lengths: np.ndarray) -> np.ndarray:
