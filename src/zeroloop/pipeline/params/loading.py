@@ -120,6 +120,17 @@ def parse_params(data: Any, source: str = "params.yaml") -> Params:
 RESULT_SECTIONS = ("game", "seed", "net", "mcts", "selfplay", "train", "gate", "evaluate", "generations")
 
 
+def parse_yaml(text: str, path: str | Path) -> Any:
+    """``text`` (the contents of ``path``) as YAML; :class:`ParamsError` with
+    the line where it is not."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ParamsError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+
+
 def load_params(path: str | Path = "params.yaml", *, complete: bool = False) -> Params:
     """Read and validate params.yaml; raises :class:`ParamsError` (one line).
 
@@ -131,12 +142,7 @@ def load_params(path: str | Path = "params.yaml", *, complete: bool = False) -> 
         text = path.read_text()
     except FileNotFoundError:
         raise ParamsError(f"{path}: no such file (run from the repository root)") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ParamsError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    data = parse_yaml(text, path)
     params = parse_params(data, str(path))
     if complete:
         if not data:

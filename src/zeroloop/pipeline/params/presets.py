@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from zeroloop.pipeline.data.storage import atomic_write_bytes
-from zeroloop.pipeline.params.loading import REMOVED, ParamsError, parse_params
+from zeroloop.pipeline.params.loading import REMOVED, ParamsError, parse_params, parse_yaml
 from zeroloop.pipeline.params.schema import Params
 
 #: where presets live, relative to the repository root
@@ -53,12 +53,7 @@ def read_preset(path: str | Path) -> tuple[dict, list[str]]:
         names = preset_names(path.parent) if path.parent.is_dir() else []
         raise ParamsError(f"{path}: no such preset" + (f" (presets: {', '.join(names)})" if names else "")
                           ) from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark else ""
-        raise ParamsError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    data = parse_yaml(text, path)
     if data is None:
         data = {}
     if not isinstance(data, dict):
