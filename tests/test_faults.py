@@ -55,7 +55,7 @@ TINY = {
     "train": {"epochs": 1, "batch_size": 16, "replay_generations": 2},
     "gate": {"games": 8, "simulations": 8, "opening_plies": 1},
     "generations": {"1": {"prev": 0}},
-    "runtime": {"workers": 2},
+    "runtime": {"workers": 1},
 }
 
 

@@ -95,12 +95,13 @@ def test_int8_is_refused_on_a_gpu_and_in_params():
 
 
 @pytest.mark.parametrize("name", ["connect4", "gomoku"])
-def test_int8_answers_close_to_fp32_and_the_same_every_time(name):
+def test_int8_answers_close_to_fp32_and_the_same_every_time(name, monkeypatch):
     """The trunk really runs in int8 (the answers move), not far (the best
     move stays on nine positions in ten), and a second evaluator of the same
     net, built afresh, answers bit for bit as the first."""
     from zeroloop.engine.nn import int8
 
+    monkeypatch.setenv("ZEROLOOP_CACHE", "off")  # quantised here, not read from another process's file
     game, net = _net(name)
     x = _planes(game, 128, 5)
     p32, v32 = NetworkEvaluator(game, net, "cpu").evaluate_planes(x)
@@ -114,6 +115,46 @@ def test_int8_answers_close_to_fp32_and_the_same_every_time(name):
     int8._QUANTISED.clear()  # quantised again from nothing
     again = NetworkEvaluator(game, net, "cpu", precision="int8").evaluate_planes(x)
     assert np.array_equal(again[0], p8) and np.array_equal(again[1], v8)
+
+
+def test_a_quantised_net_is_kept_on_disk_for_other_processes_and_a_damaged_copy_is_made_again(
+        tmp_path, monkeypatch):
+    from zeroloop.engine.nn import int8
+
+    monkeypatch.setenv("ZEROLOOP_CACHE", str(tmp_path))
+    monkeypatch.setattr(int8, "CACHE_FILES", 2)
+    game, net = _net("connect4")
+    x = _planes(game, 32, 3)
+    int8._QUANTISED.clear()
+    made = NetworkEvaluator(game, net, "cpu", precision="int8").evaluate_planes(x)
+    kept = list((tmp_path / "int8").glob("*.onnx"))
+    assert len(kept) == 1
+
+    def fresh():  # as another process: nothing in memory, and quantising would fail if it ran
+        int8._QUANTISED.clear()
+        with monkeypatch.context() as m:
+            m.setattr(int8, "quantize", lambda *a, **k: pytest.fail("quantised again"))
+            return NetworkEvaluator(game, net, "cpu", precision="int8").evaluate_planes(x)
+
+    read = fresh()
+    assert np.array_equal(read[0], made[0]) and np.array_equal(read[1], made[1])
+    # a damaged file fails its checksum: quantised again, the same answers, the file replaced
+    data = bytearray(kept[0].read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    kept[0].write_bytes(bytes(data))
+    with pytest.raises(pytest.fail.Exception, match="quantised again"):
+        fresh()
+    int8._QUANTISED.clear()
+    again = NetworkEvaluator(game, net, "cpu", precision="int8").evaluate_planes(x)
+    assert np.array_equal(again[0], made[0]) and np.array_equal(again[1], made[1])
+    assert np.array_equal(fresh()[0], made[0])
+    # the least recently used go beyond CACHE_FILES
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        other = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8))
+        NetworkEvaluator(game, other, "cpu", precision="int8")
+    assert len(list((tmp_path / "int8").glob("*.onnx"))) == 2
+    assert not kept[0].exists()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

@@ -4,6 +4,7 @@ git repository, with a real sqlite MLflow store."""
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,9 @@ TINY = {
     "gate": {"games": 4, "simulations": 8, "opening_plies": 1},
     "evaluate": {"games": 4, "simulations": 8, "opening_plies": 1, "uct_playouts": 10,
                  "positions_per_group": 5, "test_positions_per_group": 6},
-    "generations": {"1": {"prev": 0}, "2": {"prev": 1}},
+    # one generation covers every stage; how generations chain in DVC's graph is
+    # test_generations_chain_in_dvcs_graph's (an end-to-end generation costs ~25 s)
+    "generations": {"1": {"prev": 0}},
     "runtime": {"workers": 2},
     "mlflow": {"experiment": "e2e"},
 }
@@ -65,7 +68,7 @@ def test_dvc_repro_end_to_end(repo):
     repo, env = repo
     dvc(repo, "repro", env=env)
 
-    for g in (1, 2):
+    for g in (1,):
         assert (repo / f"models/generations/gen_{g}/best.pt").is_file()
         assert list((repo / f"data/gen_{g}").glob("shard_*.zls"))
         gate = json.loads((repo / f"reports/generations/gen_{g}/gate.json").read_text())
@@ -77,7 +80,7 @@ def test_dvc_repro_end_to_end(repo):
         assert ((repo / f"models/generations/gen_{g}/best.pt").read_bytes()
                 == (repo / "models/generations" / winner).read_bytes())
     metrics = json.loads((repo / "reports/metrics.json").read_text())
-    assert metrics["generations"] == 2 and 0 <= metrics["vs_random"] <= 1
+    assert metrics["generations"] == 1 and 0 <= metrics["vs_random"] <= 1
     assert metrics["solver_positions"] == 5
     # the held-out test set: its own positions, none a validation one, measured on the champion only
     assert metrics["test"]["positions"] == 6 and 0 <= metrics["test"]["search_error"] <= 1
@@ -86,7 +89,7 @@ def test_dvc_repro_end_to_end(repo):
     val_moves = json.loads((repo / "data/positions.json").read_text())["moves"]
     test_moves = json.loads((repo / "data/test_positions.json").read_text())["moves"]
     assert len(test_moves) == 6 and not {tuple(m) for m in val_moves} & {tuple(m) for m in test_moves}
-    errors = subprocess.run([str(Path(sys.executable).parent / "zeroloop"), "errors", "champion", "gen1",
+    errors = subprocess.run([str(Path(sys.executable).parent / "zeroloop"), "errors", "champion", "gen0",
                              "--set", "both", "--json"], cwd=repo, env=env, capture_output=True, text=True,
                             timeout=300)
     assert errors.returncode == 0, errors.stderr
@@ -95,11 +98,12 @@ def test_dvc_repro_end_to_end(repo):
     paired = [x["paired"] for x in lines if "paired" in x]
     assert [(x["model"], x["set"], x["positions"]) for x in measured] == [
         ("champion", "validation", 5), ("champion", "test", 6),
-        ("gen1", "validation", 5), ("gen1", "test", 6)]
+        ("gen0", "validation", 5), ("gen0", "test", 6)]
     assert measured[1]["search_error_rate"] == metrics["test"]["search_error"]  # what the report measured
-    # gen1 against the champion, position by position: the paired difference is the difference of the rates
+    # the untrained gen0 against the champion, position by position: the paired difference is the
+    # difference of the rates
     assert [(x["first"], x["second"], x["set"]) for x in paired] == [
-        ("champion", "gen1", "validation"), ("champion", "gen1", "test")]
+        ("champion", "gen0", "validation"), ("champion", "gen0", "test")]
     for pair, a, b in ((paired[0], measured[0], measured[2]), (paired[1], measured[1], measured[3])):
         for key, rate in (("search", "search_error_rate"), ("raw_policy", "policy_error_rate")):
             v = pair["overall"][key]
@@ -110,17 +114,17 @@ def test_dvc_repro_end_to_end(repo):
     # where the run's time went: every kind of stage, each the sum of its generations' process times
     split = metrics["wall_s_by_stage"]
     assert list(split) == ["selfplay", "train", "gate", "eval", "test"] and all(v > 0 for v in split.values())
-    evals = [json.loads((repo / f"reports/generations/gen_{g}/eval.json").read_text()) for g in (1, 2)]
+    evals = [json.loads((repo / f"reports/generations/gen_{g}/eval.json").read_text()) for g in (1,)]
     assert split["eval"] == pytest.approx(sum(e["stage_wall_s"] for e in evals), abs=0.05)
     assert all(e["stage_wall_s"] >= e["wall_s"] for e in evals)
     with open(repo / "reports/plots/generations.csv") as f:
         rows = list(csv.DictReader(f))
-    minutes = [float(r["training_minutes"]) for r in rows]
-    assert 0 < minutes[0] < minutes[1]
-    assert float(rows[1]["training_cpu_minutes"]) > 0 and rows[1]["elo_gain_se"] != ""
+    assert [r["generation"] for r in rows] == ["1"], rows
+    assert float(rows[0]["training_minutes"]) > 0 and float(rows[0]["training_cpu_minutes"]) > 0
+    assert rows[0]["elo_se"] != ""
     assert (repo / "reports/plots/errors.png").stat().st_size > 1000
     champion = (repo / "models/champion.pt").read_bytes()
-    assert champion == (repo / "models/generations/gen_2/best.pt").read_bytes()
+    assert champion == (repo / "models/generations/gen_1/best.pt").read_bytes()
     assert (repo / "reports/plots/elo.png").stat().st_size > 1000
 
     # a model file overwritten by mistake: DVC sees it, restores it from its cache, reruns nothing
@@ -133,12 +137,12 @@ def test_dvc_repro_end_to_end(repo):
     # the viewer reads the recorded games of this very run
     from zeroloop.apps.records import list_records, load_record
 
-    assert {"selfplay-1", "selfplay-2", "gate-1", "gate-2"} <= {r["id"] for r in list_records(repo)}
+    assert {"selfplay-1", "gate-1"} <= {r["id"] for r in list_records(repo)}
     gate_games = json.loads((repo / "reports/generations/gen_1/gate_games.json").read_text())
     assert len(gate_games["games"]) == 4
     rec = load_record(repo, "gate-1", 3)
     assert len(rec["frames"]) == len(rec["moves"]) + 1 and rec["frames"][-1]["result"] == rec["result"]
-    sp = load_record(repo, "selfplay-2", 0)
+    sp = load_record(repo, "selfplay-1", 0)
     assert abs(sum(sp["frames"][0]["shares"].values()) - 1) < 0.05  # the search's visit shares
 
     from mlflow.tracking import MlflowClient
@@ -152,14 +156,14 @@ def test_dvc_repro_end_to_end(repo):
     assert parent.data.params["game"] == "tictactoe" and parent.data.params["mcts.simulations"] == "8"
     children = {r.data.tags["zeroloop.generation"]: r for r in runs
                 if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
-    assert set(children) == {"1", "2"}
+    assert set(children) == {"1"}
     for run in children.values():
         logged = set(run.data.metrics)
         assert {"selfplay/games", "gate/score", "eval/vs_random_score", "train/samples"} <= logged
         assert "train/loss_epoch" in logged  # Lightning's MLFlowLogger wrote into this run
     assert parent.data.metrics["test/search_error"] == metrics["test"]["search_error"]
     history = client.get_metric_history(parent.info.run_id, "vs_random")
-    assert sorted(m.step for m in history) == [1, 2]
+    assert sorted(m.step for m in history) == [1]
     version = client.get_model_version_by_alias("zeroloop-tictactoe", "champion")
     assert version.run_id == parent.info.run_id
 
@@ -201,15 +205,36 @@ def test_dvc_repro_end_to_end(repo):
     subprocess.run(["git", "clone", "-q", str(repo), str(clone)], check=True)
     assert not (clone / "models/champion.pt").exists()
     dvc(clone, "pull", env=env)
-    for g in (0, 1, 2):
+    for g in (0, 1):
         assert ((clone / f"models/generations/gen_{g}/best.pt").read_bytes()
                 == (repo / f"models/generations/gen_{g}/best.pt").read_bytes())
-    assert sorted(p.name for p in (clone / "data/gen_2").iterdir()) == sorted(
-        p.name for p in (repo / "data/gen_2").iterdir())
+    assert sorted(p.name for p in (clone / "data/gen_1").iterdir()) == sorted(
+        p.name for p in (repo / "data/gen_1").iterdir())
     assert (clone / "models/champion.pt").read_bytes() == champion
     pulled = dvc(clone, "repro", env=env)
     assert "Running stage" not in pulled.stdout, pulled.stdout[-2000:]
     assert "up to date" in dvc(clone, "status", env=env).stdout
+
+
+def test_generations_chain_in_dvcs_graph(repo):
+    """Each generation's stages hang on the one before: its self-play on the
+    previous gate's best, its training on the previous replay too, its gate on
+    the previous best; the report on all (DVC's graph, built without running)."""
+    repo, env = repo
+    three = parse_params({**TINY, "generations": {"1": {"prev": 0}, "2": {"prev": 1}, "3": {"prev": 2}}})
+    (repo / "params.yaml").write_text(yaml.safe_dump(three.to_yaml_data(), sort_keys=False))
+    dot = dvc(repo, "dag", "--dot", env=env).stdout
+    edges = set(re.findall(r'"([^"]+)" -> "([^"]+)";', dot))
+    expected = {("init", "selfplay@1"), ("init", "train@1"), ("init", "gate@1"), ("init", "report"),
+                ("positions", "test_positions"), ("test_positions", "report")}
+    for g in (1, 2, 3):
+        expected |= {(f"selfplay@{g}", f"train@{g}"), (f"train@{g}", f"gate@{g}"),
+                     (f"gate@{g}", f"evaluate@{g}"), ("positions", f"evaluate@{g}")}
+        expected |= {(f"{s}@{g}", "report") for s in ("selfplay", "train", "gate", "evaluate")}
+        if g > 1:
+            expected |= {(f"gate@{g - 1}", f"selfplay@{g}"), (f"gate@{g - 1}", f"train@{g}"),
+                         (f"gate@{g - 1}", f"gate@{g}"), (f"train@{g - 1}", f"train@{g}")}
+    assert edges == expected, sorted(edges ^ expected)
 
 
 def test_any_change_to_params_yaml_is_validated_by_dvc_repro(repo):

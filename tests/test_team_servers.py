@@ -31,7 +31,7 @@ TINY = {
     "evaluate": {"games": 4, "simulations": 8, "opening_plies": 1, "uct_playouts": 10,
                  "positions_per_group": 3, "test_positions_per_group": 3},
     "generations": {"1": {"prev": 0}, "2": {"prev": 1}},
-    "runtime": {"workers": 2},
+    "runtime": {"workers": 1},
 }
 
 

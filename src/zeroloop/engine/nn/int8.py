@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
+import os
 import tempfile
 import warnings
 from collections import OrderedDict
@@ -184,18 +185,91 @@ def int8_runner(game: Game, folded: torch.nn.Module, *, positions: int = 512,
     key = _weights_key(folded, game.name, positions, seed)
     model = _QUANTISED.get(key)
     if model is None:
+        model = _read_cached(key)
+    if model is None:
         planes = calibration_planes(game, folded, positions, seed=seed)
         model = quantize(export_onnx(folded, planes), planes)
-        _QUANTISED[key] = model
-        while len(_QUANTISED) > 8:
-            _QUANTISED.popitem(last=False)
-    _QUANTISED.move_to_end(key)
+        _write_cached(key, model)
+    _QUANTISED[key] = model
+    while len(_QUANTISED) > 8:
+        _QUANTISED.popitem(last=False)
     return session(model, torch.get_num_threads())
 
 
-#: quantised models this process made, by :func:`_weights_key` (an arena's
-#: players and a stage's later evaluators of the same net reuse them)
+#: quantised models this process made or read, by :func:`_weights_key` (an
+#: arena's players and a stage's later evaluators of the same net reuse them)
 _QUANTISED: OrderedDict[str, bytes] = OrderedDict()
+
+#: quantised models kept on disk (the least recently used go first)
+CACHE_FILES = 64
+
+
+def cache_dir() -> Path | None:
+    """Where quantised models are kept between processes: ``ZEROLOOP_CACHE``
+    (``off`` keeps them in memory only), else ``$XDG_CACHE_HOME/zeroloop``
+    or ``~/.cache/zeroloop``; its ``int8/`` folder.
+
+    Quantising is the same arithmetic in every process (a function of the
+    weights alone), yet it cost each stage process and each of its workers
+    about a second (exporting through ``torch.onnx`` is most of it) before
+    its first game; a file made once serves the rest of the run."""
+    root = os.environ.get("ZEROLOOP_CACHE")
+    if root == "off":
+        return None
+    if not root:
+        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "zeroloop"
+    return Path(root) / "int8"
+
+
+def _cache_path(key: str) -> Path | None:
+    folder = cache_dir()
+    if folder is None:
+        return None
+    # what else decides the bytes: this module's code and the exporter's and quantiser's versions
+    from importlib.metadata import version
+
+    h = hashlib.sha256(key.encode())
+    h.update(Path(__file__).read_bytes())
+    h.update(f"{torch.__version__} {version('onnx')} {version('onnxruntime')}".encode())
+    return folder / f"{h.hexdigest()[:40]}.onnx"
+
+
+def _read_cached(key: str) -> bytes | None:
+    """The quantised model kept for ``key``, or None (none kept, or a file
+    whose checksum fails: it is made again and replaced)."""
+    path = _cache_path(key)
+    try:
+        data = path.read_bytes() if path is not None else b""
+    except OSError:
+        return None
+    digest, model = data[:64], data[64:]
+    if not model or hashlib.sha256(model).hexdigest().encode() != digest:
+        return None
+    try:
+        os.utime(path)  # recently used: kept longest
+    except OSError:
+        pass
+    return model
+
+
+def _write_cached(key: str, model: bytes) -> None:
+    """Keeps ``model`` for other processes (atomically: a reader sees a whole
+    file or none); a cache that cannot be written only costs the next process
+    the quantising."""
+    path = _cache_path(key)
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(hashlib.sha256(model).hexdigest().encode() + model)
+        os.replace(tmp, path)
+        kept = sorted(path.parent.glob("*.onnx"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in kept[CACHE_FILES:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 def _weights_key(net: torch.nn.Module, *parts) -> str:

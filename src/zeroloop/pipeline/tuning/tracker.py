@@ -144,8 +144,10 @@ class StudyTracker:
                                  tags={STUDY_TAG: study_name, STORAGE_TAG: where,
                                        "zeroloop.game": params.game, **source_tags()}).info.run_id
         # machines that start one study together each created a parent: after a moment in which
-        # every creation is visible, all keep the oldest and the others delete their own
-        time.sleep(1.0)
+        # every creation is visible, all keep the oldest and the others delete their own (a sqlite
+        # study has one process: parallel jobs need a journal or a database server)
+        if not where.startswith("sqlite:"):
+            time.sleep(1.0)
         parent = client.search_runs([exp_id], filter_string=query, order_by=oldest,
                                     max_results=1)[0].info.run_id
         if parent != mine:
