@@ -142,3 +142,25 @@ def test_mlflow_models_serve_answers_invocations(champions, tmp_path):
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         log.close()
+
+
+def test_a_champion_not_logged_costs_a_line_not_the_stage(tmp_path, mlflow_db, monkeypatch, capsys):
+    from mlflow.tracking import MlflowClient
+
+    from zeroloop.pipeline.tracking import champion_model
+
+    def fails(*args, **kwargs):
+        raise OSError("disk quota exceeded\nsecond line")
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{mlflow_db}")
+    monkeypatch.setenv("DVC_ROOT", str(tmp_path))
+    monkeypatch.delenv("ZEROLOOP_DEBUG", raising=False)
+    monkeypatch.setattr(champion_model, "log_champion_model", fails)
+    game = make_game("tictactoe")
+    save_model(tmp_path / "champion.pt", PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8)), game)
+    p = parse_params({"game": "tictactoe", "mlflow": {"experiment": "champions"}})
+    with Tracker.open(p) as tr:
+        assert tr.register_champion(tmp_path / "champion.pt", {}, p.match_search(p.evaluate), {}) is None
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and "not logged as an MLflow model" in said[0] and "disk quota exceeded" in said[0]
+    assert MlflowClient(f"sqlite:///{mlflow_db}").search_registered_models() == []
