@@ -49,7 +49,7 @@ def champions(tmp_path_factory, mlflow_template_db):
                               "mlflow": {"experiment": "champions"}})
             with Tracker.open(p) as tr:
                 tr.log_summary({"final_elo": 12.5})
-                version = tr.register_champion(path, {"generation": 3}, p.match_search(p.evaluate), TAGS)
+                version = tr.register_champion(path, {"generation": 3}, TAGS)
             assert version == "1"
             made[name] = (path, tr.parent_id)
     return uri, made
@@ -160,7 +160,7 @@ def test_a_champion_not_logged_costs_a_line_not_the_stage(tmp_path, mlflow_db, m
     save_model(tmp_path / "champion.pt", PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8)), game)
     p = parse_params({"game": "tictactoe", "mlflow": {"experiment": "champions"}})
     with Tracker.open(p) as tr:
-        assert tr.register_champion(tmp_path / "champion.pt", {}, p.match_search(p.evaluate), {}) is None
+        assert tr.register_champion(tmp_path / "champion.pt", {}, {}) is None
     said = capsys.readouterr().err.strip().splitlines()
     assert len(said) == 1 and "not logged as an MLflow model" in said[0] and "disk quota exceeded" in said[0]
     assert MlflowClient(f"sqlite:///{mlflow_db}").search_registered_models() == []

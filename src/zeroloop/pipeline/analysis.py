@@ -36,10 +36,11 @@ class Analyser:
 
     @classmethod
     def for_model(cls, game_name: str, model: str | None, config: SearchConfig, seed: int = 0,
-                  device: str = "auto") -> Analyser:
-        """The model file's net (a random one, seeded, without a file) searched with ``config``."""
+                  device: str = "auto", precision: str = "fp32") -> Analyser:
+        """The model file's net (a random one, seeded, without a file) searched
+        with ``config``, run on ``device`` in ``precision`` (``runtime.precision``)."""
         net, game = load_or_init_net(make_game(game_name), model, seed)
-        return cls(game, NetworkEvaluator(game, net, device), config, seed)
+        return cls(game, NetworkEvaluator(game, net, device, precision=precision), config, seed)
 
     def search(self, simulations: int | None = None) -> BatchedMCTS:
         """The one-slot search at ``simulations`` (default: the config's); a

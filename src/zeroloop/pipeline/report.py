@@ -337,8 +337,7 @@ def log_report(tr: Tracker, layout: Layout, report: RunReport) -> str:
                         if isinstance(v, int | float) and not isinstance(v, bool)})
     for path in [*report.plots, layout.plots / "generations.csv", layout.metrics, layout.test_report]:
         tr.log_artifact(path, "report")
-    version = tr.register_champion(layout.champion, report.card, p.match_search(p.evaluate),
-                                   champion_tags(report))
+    version = tr.register_champion(layout.champion, report.card, champion_tags(report))
     tr.finish()
     return version
 

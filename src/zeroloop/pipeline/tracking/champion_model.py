@@ -3,8 +3,8 @@
 ``mlflow.pyfunc.load_model("models:/zeroloop-<game>@champion").predict(frame)``
 takes a DataFrame with a ``position`` column, each the moves from the start
 in the game's notation as ``zeroloop analyse`` reads them ("4453" in Connect
-Four, "d3 c5" in Othello, "" the start), and an optional ``simulations``
-column (an empty cell: the search's own count). It returns one row per
+Four, "d3 c3" in Othello, "" the start), and an optional ``simulations``
+column (the search's own count without it). It returns one row per
 position: ``position`` (as the game writes it), ``move`` (the search's),
 ``value`` (for the side to move, -1..1) and ``policy`` (legal move -> the
 search's share). A bad position raises an error that names it, which
@@ -50,14 +50,16 @@ SIGNATURE = ModelSignature(
 
 class ChampionModel(mlflow.pyfunc.PythonModel):
     """The pyfunc: :class:`~zeroloop.pipeline.analysis.Analyser` over the
-    model file, searching as the model's ``model_config["search"]`` says."""
+    model file, searching as ``model_config["search"]`` says, its network on
+    ``model_config["device"]`` in ``model_config["precision"]``."""
 
     def load_context(self, context) -> None:
         path = context.artifacts[MODEL_FILE]
         config = context.model_config or {}
         search = SearchConfig(**config.get("search", {}))
         self.analyser = Analyser.for_model(read_model_header(path)["game"], path, search,
-                                           device=config.get("device", "auto"))
+                                           device=config.get("device", "auto"),
+                                           precision=config.get("precision", "fp32"))
 
     def predict(self, context, model_input: pd.DataFrame, params: dict[str, Any] | None = None
                 ) -> pd.DataFrame:
@@ -128,14 +130,16 @@ def global_tracking_uri(uri: str) -> Iterator[None]:
         mlflow.set_tracking_uri(before)
 
 
-def log_champion_model(run_id: str, model_file: str | Path, search: SearchConfig,
+def log_champion_model(run_id: str, model_file: str | Path, search: SearchConfig, precision: str,
                        metadata: dict[str, Any]) -> Any:
     """Log ``model_file`` as the pyfunc :data:`NAME` on run ``run_id`` of the
     global tracking URI (:func:`global_tracking_uri`; MLflow 3: a logged
-    model whose source run is ``run_id``), with ``metadata`` in its MLmodel
-    file. Returns MLflow's ``ModelInfo`` (``model_uri``, ``model_id``)."""
+    model whose source run is ``run_id``): it searches with ``search``, its
+    network in ``precision`` (``runtime.precision``, resolved where it is
+    loaded) on the device there, and ``metadata`` is in its MLmodel file.
+    Returns MLflow's ``ModelInfo`` (``model_uri``, ``model_id``)."""
     example = input_example(make_game(read_model_header(model_file)["game"]), search.simulations)
-    config = {"search": dataclasses.asdict(search), "device": "auto"}
+    config = {"search": dataclasses.asdict(search), "device": "auto", "precision": precision}
     with mlflow.start_run(run_id=run_id):
         return mlflow.pyfunc.log_model(
             name=NAME, python_model=ChampionModel(), artifacts={MODEL_FILE: str(model_file)},

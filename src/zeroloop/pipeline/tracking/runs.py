@@ -20,7 +20,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from zeroloop.pipeline.data.layout import Layout
 from zeroloop.pipeline.params import Params
@@ -32,9 +32,6 @@ from zeroloop.pipeline.tracking.store import (
     tracking_errors,
     tracking_uri,
 )
-
-if TYPE_CHECKING:
-    from zeroloop.engine.search import SearchConfig
 
 PIPELINE_KEY = "zeroloop.pipeline_key"
 GENERATION = "zeroloop.generation"
@@ -263,15 +260,16 @@ class Tracker:
 
         return TolerantLogger(tracking_uri=tracking_uri(), run_id=self.generation_run_id(gen))
 
-    def register_champion(self, model_file: str | Path, card: dict[str, Any], search: SearchConfig,
+    def register_champion(self, model_file: str | Path, card: dict[str, Any],
                           tags: dict[str, str]) -> str | None:
         """Log the champion model file on the parent run as an MLflow model (a
-        pyfunc over the file that searches with ``search``, ``card`` in its
-        MLmodel's metadata: :mod:`.champion_model`) and register it as a new
-        version of the model with the alias ``champion``, tagged with ``tags``
-        (what champions are compared by), the parent run's git commit and the
-        params fingerprint. Returns the version; None, said in one line, when
-        the model could not be logged (the stage's files are written by then)."""
+        pyfunc over the file that searches as the evaluation does, ``card`` in
+        its MLmodel's metadata: :mod:`.champion_model`) and register it as a
+        new version of the model with the alias ``champion``, tagged with
+        ``tags`` (what champions are compared by), the parent run's git commit
+        and the params fingerprint. Returns the version; None, said in one
+        line, when the model could not be logged (the stage's files are
+        written by then)."""
         import json
 
         from mlflow.exceptions import MlflowException
@@ -279,14 +277,16 @@ class Tracker:
 
         from zeroloop.pipeline.tracking.champion_model import global_tracking_uri, log_champion_model
 
-        name = self.params.registered_model_name()
-        about = (f"zeroloop {self.params.game} champion: an MLflow model (pyfunc) over a zeroloop model "
-                 f"file; mlflow.pyfunc.load_model('models:/{name}@{ALIAS}').predict(positions)")
+        p = self.params
+        name = p.registered_model_name()
+        about = (f"zeroloop {p.game} champion: an MLflow model (pyfunc) over a zeroloop model file; "
+                 f"mlflow.pyfunc.load_model('models:/{name}@{ALIAS}').predict(positions)")
         commit = self.client.get_run(self.parent_id).data.tags.get("mlflow.source.git.commit")
-        tags = {**tags, **({"git_commit": commit} if commit else {}), PIPELINE_KEY: self.params.fingerprint()}
+        tags = {**tags, **({"git_commit": commit} if commit else {}), PIPELINE_KEY: p.fingerprint()}
         with global_tracking_uri(tracking_uri()):
             try:
-                info = log_champion_model(self.parent_id, model_file, search, card)
+                info = log_champion_model(self.parent_id, model_file, p.match_search(p.evaluate),
+                                          p.runtime.precision, card)
             except Exception as exc:  # the work is done: a log that fails costs the log only
                 if os.environ.get("ZEROLOOP_DEBUG"):
                     raise
