@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 import torch
 
-from zeroloop.apps.analyse import Analyser
 from zeroloop.engine.games import make_game
 from zeroloop.engine.nn import NetConfig, PolicyValueNet
 from zeroloop.engine.perfect import perfect_scorer
 from zeroloop.engine.positions import make_position_set, move_mistakes
 from zeroloop.engine.search import GREEDY, BatchedMCTS, MoveSchedule, chosen_moves, search_moves
 from zeroloop.engine.search.tree import SearchResult
+from zeroloop.pipeline.analysis import Analyser
 from zeroloop.pipeline.data.storage import save_model
 from zeroloop.pipeline.evaluation import policy_and_search_moves
 from zeroloop.pipeline.matches import model_player

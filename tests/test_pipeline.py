@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -64,7 +65,7 @@ def repo(tmp_path, mlflow_db):
 
 
 @pytest.mark.slow
-def test_dvc_repro_end_to_end(repo):
+def test_dvc_repro_end_to_end(repo, monkeypatch):
     repo, env = repo
     dvc(repo, "repro", env=env)
 
@@ -166,6 +167,24 @@ def test_dvc_repro_end_to_end(repo):
     assert sorted(m.step for m in history) == [1]
     version = client.get_model_version_by_alias("zeroloop-tictactoe", "champion")
     assert version.run_id == parent.info.run_id
+    # ... registered as an MLflow model over the champion's file, with what champions are compared by
+    tags, test = version.tags, metrics["test"]
+    assert tags["test.search_error"] == str(round(test["search_error"], 4)) and "test.policy_error" in tags
+    assert {f"test.{g}.search_error" for g in test.get("groups", {})} <= set(tags)
+    assert float(tags["training_minutes"]) == metrics["training_minutes"] and "training_cpu_minutes" in tags
+    assert tags["machine"].startswith("network ") and " cores, " in tags["machine"]
+    assert tags["git_commit"] == parent.data.tags["mlflow.source.git.commit"]
+    assert tags["zeroloop.pipeline_key"] == parent.data.tags["zeroloop.pipeline_key"]
+    import mlflow
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{repo / 'mlflow.db'}")
+    logged = client.get_logged_model(version.source.removeprefix("models:/"))
+    assert logged.source_run_id == parent.info.run_id
+    served = Path(mlflow.artifacts.download_artifacts(f"{logged.artifact_location}/artifacts/champion.pt"))
+    assert served.read_bytes() == champion
+    answers = mlflow.pyfunc.load_model("models:/zeroloop-tictactoe@champion").predict(
+        pd.DataFrame({"position": ["", "5"]}))
+    assert list(answers["position"]) == ["", "5"] and answers["move"][1] in answers["policy"][1]
 
     # an ablation: a DVC experiment with its own MLflow run, shown side by side with the baseline;
     # it changes only the evaluation, so only the evaluation stages and the report run again

@@ -38,7 +38,7 @@ def add_search_options(p: argparse.ArgumentParser, *, game: str | None, games: s
 
 
 def cmd_analyse(args: argparse.Namespace) -> int:
-    from zeroloop.apps.analyse import Analyser
+    from zeroloop.pipeline.analysis import Analyser
 
     try:
         analyser = Analyser.build(args.game, args.model, args.sims, args.seed, args.device)
@@ -225,9 +225,9 @@ def build_parser() -> argparse.ArgumentParser:
             "in the game's notation (Connect Four: columns 1-7, e.g. 4453; tic-tac-toe: "
             "cells 1-9; gomoku/Othello: cells like d3, Othello 'pass'). An empty line "
             "is the start position. Writes one JSON line per position: moves, move (the "
-            "most-visited move), value (for the side to move, -1..1), visits, q and "
-            "prior per legal move. Search runs at temperature 0 with no noise. A bad "
-            "line gets {\"moves\", \"error\"} and the rest are still answered."),
+            "most-visited move), value (for the side to move, -1..1), visits, q, "
+            "prior and policy (the search's) per legal move. Search runs at temperature 0 "
+            "with no noise. A bad line gets {\"moves\", \"error\"} and the rest are still answered."),
         epilog="Without --model a randomly initialised network (seeded by --seed) is "
                "used, so the command works before any training.")
     add_search_options(a, game=None, model="a random net", sims=200, per="position",

@@ -14,6 +14,7 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from zeroloop.engine.nn.machine import summary_line
 from zeroloop.engine.rating import EloFit, fit_league
 from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
 from zeroloop.pipeline.data.layout import Layout
@@ -220,7 +221,9 @@ class RunReport:
     ``generations`` (the per-generation table, ``generations.csv``'s rows),
     ``reference`` (the shipped run's curve, or None), ``plots`` (the PNGs),
     ``card`` (the champion's metadata and the scalar metrics), ``final_eval``
-    (the last generation's ``eval.json``) and ``test`` (``reports/test.json``)."""
+    (the last generation's ``eval.json``), ``test`` (``reports/test.json``)
+    and ``machine`` (the machine its last self-play ran on, in the line the
+    stage said; None where the report does not record it)."""
 
     metrics: dict
     generations: list[dict]
@@ -229,6 +232,7 @@ class RunReport:
     card: dict
     final_eval: dict
     test: dict
+    machine: str | None = None
 
 
 def report_step(p: Params, layout: Layout) -> RunReport:
@@ -281,7 +285,29 @@ def report_step(p: Params, layout: Layout) -> RunReport:
     metrics["wall_s_by_stage"] = time_split(rows, test)
     write_json(layout.metrics, metrics)
     card = dict(meta, **{k: v for k, v in metrics.items() if isinstance(v, int | float | str)})
-    return RunReport(metrics, per_gen, reference, pngs, card, final_eval, test)
+    where = rows[-1]["selfplay"].get("machine")
+    machine = summary_line(where, p.runtime.precision) if isinstance(where, dict) else None
+    return RunReport(metrics, per_gen, reference, pngs, card, final_eval, test, machine)
+
+
+def champion_tags(report: RunReport) -> dict[str, str]:
+    """What champions are compared by, as tags of the registered version: the
+    champion and its minutes of training (wall and CPU), its error on the
+    held-out test set overall and per group (``test.begin-hard.search_error``,
+    ...), its Elo with the anchor and, on Go, its score against each GnuGo
+    level (the yardstick there), and the machine line."""
+    m = report.metrics
+    tags = {k: m[k] for k in ("champion", "generations", "training_minutes", "training_cpu_minutes",
+                              "elo", "elo_se", "elo_anchor")}
+    tags.update({k: m[k] for k in gnugo_keys(report.final_eval) if k in m})
+    test = m.get("test", {})
+    tags.update({f"test.{k}": test[k] for k in ("search_error", "policy_error", "positions", "simulations")
+                 if k in test})
+    for group, g in test.get("groups", {}).items():
+        tags.update({f"test.{group}.{k}": g[k] for k in ("search_error", "policy_error")})
+    if report.machine:
+        tags["machine"] = report.machine
+    return {k: str(round(v, 4) if isinstance(v, float) else v) for k, v in tags.items()}
 
 
 def log_report(tr: Tracker, layout: Layout, report: RunReport) -> str:
@@ -311,7 +337,7 @@ def log_report(tr: Tracker, layout: Layout, report: RunReport) -> str:
                         if isinstance(v, int | float) and not isinstance(v, bool)})
     for path in [*report.plots, layout.plots / "generations.csv", layout.metrics, layout.test_report]:
         tr.log_artifact(path, "report")
-    version = tr.register_champion(layout.champion, report.card)
+    version = tr.register_champion(layout.champion, report.card, champion_tags(report))
     tr.finish()
     return version
 

@@ -260,25 +260,50 @@ class Tracker:
 
         return TolerantLogger(tracking_uri=tracking_uri(), run_id=self.generation_run_id(gen))
 
-    def register_champion(self, model_file: str | Path, card: dict[str, Any]) -> str:
-        """Log the champion model file (with a JSON card) on the parent run and
-        register it as a new version of the model with the alias ``champion``.
-        Returns the version."""
-        from mlflow.exceptions import MlflowException
+    def register_champion(self, model_file: str | Path, card: dict[str, Any],
+                          tags: dict[str, str]) -> str | None:
+        """Log the champion model file on the parent run as an MLflow model (a
+        pyfunc over the file that searches as the evaluation does, ``card`` in
+        its MLmodel's metadata: :mod:`.champion_model`) and register it as a
+        new version of the model with the alias ``champion``, tagged with
+        ``tags`` (what champions are compared by), the parent run's git commit
+        and the params fingerprint. Returns the version; None, said in one
+        line, when the model could not be logged (the stage's files are
+        written by then)."""
+        import json
 
-        self.client.log_artifact(self.parent_id, str(model_file), "champion")
-        self.client.log_dict(self.parent_id, card, "champion/card.json")
-        name = self.params.registered_model_name()
-        try:
-            self.client.create_registered_model(
-                name, description=f"zeroloop {self.params.game} champion: a zeroloop model file "
-                                  "(load with zeroloop.pipeline.data.storage.load_model)")
-        except MlflowException:
-            pass  # already registered
-        mv = self.client.create_model_version(name, source=f"runs:/{self.parent_id}/champion",
-                                              run_id=self.parent_id,
-                                              tags={PIPELINE_KEY: self.params.fingerprint()})
-        self.client.set_registered_model_alias(name, ALIAS, mv.version)
+        from mlflow.exceptions import MlflowException
+        from mlflow.utils.mlflow_tags import MLFLOW_MODEL_VERSIONS
+
+        from zeroloop.pipeline.tracking.champion_model import global_tracking_uri, log_champion_model
+
+        p = self.params
+        name = p.registered_model_name()
+        about = (f"zeroloop {p.game} champion: an MLflow model (pyfunc) over a zeroloop model file; "
+                 f"mlflow.pyfunc.load_model('models:/{name}@{ALIAS}').predict(positions)")
+        commit = self.client.get_run(self.parent_id).data.tags.get("mlflow.source.git.commit")
+        tags = {**tags, **({"git_commit": commit} if commit else {}), PIPELINE_KEY: p.fingerprint()}
+        with global_tracking_uri(tracking_uri()):
+            try:
+                info = log_champion_model(self.parent_id, model_file, p.match_search(p.evaluate),
+                                          p.runtime.precision, card)
+            except Exception as exc:  # the work is done: a log that fails costs the log only
+                if os.environ.get("ZEROLOOP_DEBUG"):
+                    raise
+                print(f"[report] warning: the champion was not logged as an MLflow model at {tracking_uri()} "
+                      f"({failure_line(exc)}), so not registered; {model_file} is written", file=sys.stderr,
+                      flush=True)
+                return None
+            try:
+                self.client.create_registered_model(name, description=about)
+            except MlflowException:  # already registered (an older zeroloop's description said otherwise)
+                self.client.update_registered_model(name, description=about)
+            mv = self.client.create_model_version(name, source=info.model_uri, run_id=self.parent_id,
+                                                  model_id=info.model_id, tags=tags)
+            # the logged model's page names its version, as mlflow.register_model leaves it (minus its lines)
+            self.client.set_logged_model_tags(info.model_id, {MLFLOW_MODEL_VERSIONS: json.dumps(
+                [{"name": name, "version": mv.version}])})
+            self.client.set_registered_model_alias(name, ALIAS, mv.version)
         return str(mv.version)
 
     def finish(self) -> None:
