@@ -20,7 +20,10 @@ $(STAMP): pyproject.toml
 
 # The main job: the DVC pipeline with params.yaml (Connect Four by default).
 # Stages run `python -m zeroloop.pipeline.stages ...`, so the venv goes first on PATH.
+# `zeroloop check` first: DVC resolves the foreach over `generations` before any stage runs, so a
+# bad entry would otherwise surface as DVC's graph error instead of the stages' one line.
 repro: $(STAMP)
+	@$(BIN)/zeroloop check
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
 
 # Debian's Chromium for the real-browser test (tests/test_browser.py, driven by Playwright)
