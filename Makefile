@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup browser gnugo binutils repro preset test test-fast lint bench serve ui docs clean
+.PHONY: setup browser gnugo binutils repro pull preset test test-fast lint bench serve ui docs clean
 
 setup: $(STAMP)
 
@@ -25,6 +25,11 @@ $(STAMP): pyproject.toml
 repro: $(STAMP)
 	@$(BIN)/zeroloop check
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
+
+# A teammate's clone: every generation's data and models from the DVC remote (docs/cluster.md).
+# zeroloop pull checks the remote first: DVC does not name a remote folder that is gone.
+pull: $(STAMP)
+	@$(BIN)/zeroloop pull
 
 # Debian's Chromium for the real-browser test (tests/test_browser.py, driven by Playwright)
 browser:

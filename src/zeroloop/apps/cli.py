@@ -200,6 +200,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     return run_stage(["check", "--params", args.params])  # the check_params stage itself: the same line
 
 
+def cmd_pull(args: argparse.Namespace) -> int:
+    from zeroloop.apps.remote import pull
+
+    return pull(args.remote)
+
+
 def cmd_preset(args: argparse.Namespace) -> int:
     from zeroloop.pipeline.params.loading import ParamsError
     from zeroloop.pipeline.params.presets import preset_names, preset_path, write_preset
@@ -404,6 +410,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "graph error; run this before dvc repro or dvc exp run (make repro does).")
     ck.add_argument("--params", **PARAMS)
     ck.set_defaults(func=cmd_check)
+
+    pu = sub.add_parser(
+        "pull", help="dvc pull, after checking that the DVC remote is there (make pull runs it)",
+        description="Check the DVC remote, then run dvc pull from it. A folder remote that is not there "
+                    "(removed, moved, a share not mounted) stops it before DVC starts, in one line naming "
+                    "the folder; DVC itself would say only 'Checkout failed ... Is your cache up to date?'. "
+                    "A URL remote (s3://, ssh://, ...) is named when the pull fails.")
+    pu.add_argument("-r", "--remote", help="the remote's name (default: the default remote)")
+    pu.set_defaults(func=cmd_pull)
     return p
 
 
@@ -431,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from zeroloop.pipeline.runtime.process import init_worker_threads
 
-    init_worker_threads()  # one torch thread per process; parallelism comes from processes
+    if args.command != "pull":  # pull runs DVC alone: no torch to import (2 s)
+        init_worker_threads()  # one torch thread per process; parallelism comes from processes
     problem = _argument_problem(args)
     if problem:
         print(f"zeroloop {args.command}: {problem}", file=sys.stderr)
