@@ -407,6 +407,11 @@ def test_a_bad_storage_url_is_one_line_and_logs_nothing(tmp_path, mlflow_db):
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "--storage 'bogus://x': cannot open it" in out.stderr
     assert MlflowClient(f"sqlite:///{mlflow_db}").get_experiment_by_name("tune-test") is None
+    out = subprocess.run([_zeroloop_bin(), "tune", "--trials", "1"], cwd=tmp_path, capture_output=True,
+                         env={**env, "ZEROLOOP_TUNE_HEARTBEAT": "0.5"}, text=True, timeout=300)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "zeroloop tune: ZEROLOOP_TUNE_HEARTBEAT='0.5': must be a whole number of seconds, at least 1")
+    assert MlflowClient(f"sqlite:///{mlflow_db}").get_experiment_by_name("tune-test") is None
 
 
 def test_a_process_that_finds_the_study_just_created_waits_for_the_creators_first_trial(tmp_path):

@@ -117,6 +117,7 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
     from zeroloop.pipeline.runtime.backend import use_backend
     from zeroloop.pipeline.runtime.process import quiet_libraries
     from zeroloop.pipeline.tracking.store import check_tracking
+    from zeroloop.pipeline.tuning.heartbeat import heartbeat_interval
     from zeroloop.pipeline.tuning.objectives import TrialSettings, clipped_defaults, default_settings
     from zeroloop.pipeline.tuning.results import best_params_yaml, confirm_gain, save_plots
     from zeroloop.pipeline.tuning.study import (
@@ -132,6 +133,7 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
     use_backend(params.runtime.worker_backend())
     # every refusal before anything is created: no study, no MLflow run
     check_shared_storage(storage, jobs)
+    heartbeat_interval()  # a bad ZEROLOOP_TUNE_HEARTBEAT is named as such, not as the storage failing
     if objective == "search":
         model = choose_model(params, model, log)
     else:
