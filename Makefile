@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup browser gnugo binutils repro preset test test-fast lint bench serve ui docs clean
+.PHONY: setup browser gnugo binutils repro pull preset test test-fast lint bench serve ui docs clean
 
 setup: $(STAMP)
 
@@ -20,8 +20,16 @@ $(STAMP): pyproject.toml
 
 # The main job: the DVC pipeline with params.yaml (Connect Four by default).
 # Stages run `python -m zeroloop.pipeline.stages ...`, so the venv goes first on PATH.
+# `zeroloop check` first: DVC resolves the foreach over `generations` before any stage runs, so a
+# bad entry would otherwise surface as DVC's graph error instead of the stages' one line.
 repro: $(STAMP)
+	@$(BIN)/zeroloop check
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/dvc repro
+
+# A teammate's clone: every generation's data and models from the DVC remote (docs/cluster.md).
+# zeroloop pull checks the remote first: DVC does not name a remote folder that is gone.
+pull: $(STAMP)
+	@$(BIN)/zeroloop pull
 
 # Debian's Chromium for the real-browser test (tests/test_browser.py, driven by Playwright)
 browser:

@@ -161,3 +161,22 @@ def test_an_engine_move_that_repeats_a_position_is_taken_back_and_passed(tmp_pat
     assert passes.choose([0], [state]) == [game.pass_action] and passes.superko_passes == 1
     assert passes._engines[0].send("undone") == "1"  # the engine was told to take its move back
     passes.close()
+
+
+def test_komi_that_is_not_a_finite_score_is_refused_and_the_old_komi_kept():
+    """`komi nan`, `komi inf`, `komi 1e400` (inf once read) or a komi larger
+    than the board would make every score B+inf or nonsense: each gets a
+    ``?`` naming the value, and the komi before it stays."""
+    script = "\n".join(["boardsize 7", "komi 6.5", "komi nan", "komi inf", "komi -inf", "komi 1e400",
+                        "komi 50", "final_score", "boardsize 9", "komi 81", "boardsize 7", "quit"]) + "\n"
+    out = subprocess.run([*ZEROLOOP, "--game", "go-7", "--model", "random", "--sims", "4"], input=script,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    answers = out.stdout.split("\n\n")[:-1]
+    assert answers[:2] == ["=", "="]
+    for text, value in zip(answers[2:7], ("nan", "inf", "-inf", "1e400", "50"), strict=True):
+        assert text.startswith(f"? komi {value} ") and "7x7" in text, text
+    assert answers[7] == "= W+6.5"  # the 6.5 set before the refused ones
+    assert answers[8:10] == ["=", "="]  # 81 points fit a 9x9 board
+    assert answers[10].startswith("? unacceptable size: komi 81") and "7x7" in answers[10]
+    assert answers[11] == "="

@@ -268,3 +268,41 @@ def test_any_change_to_params_yaml_is_validated_by_dvc_repro(repo):
                          env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode != 0
     assert "unknown key 'colour' (allowed: game, seed," in out.stdout + out.stderr
+
+
+BAD_GENERATIONS = {
+    "a key 0": '  "1": {prev: 0}\n  "0": {prev: 0}\n',
+    "prev is itself": '  "1": {prev: 0}\n  "2": {prev: 2}\n',
+    "no prev": '  "1": {prev: 0}\n  "2": {}\n',
+    "a key twice": '  "1": {prev: 0}\n  "2": {prev: 1}\n  "2": {prev: 2}\n',
+}
+
+
+@pytest.mark.parametrize("case", BAD_GENERATIONS)
+def test_bad_generations_stop_make_repro_with_the_stages_one_line(tmp_path, case):
+    """DVC resolves dvc.yaml's foreach over generations before any stage runs,
+    so a bad entry would reach the user as DVC's "Same item(s) are defined as
+    both a dependency and an output", "Could not find 'item.prev'" or a
+    ruamel duplicate-key page: `make repro` runs `zeroloop check` first, which
+    says what a stage run by hand says, in one line, and runs no DVC."""
+    from zeroloop.pipeline.params import ParamsError, load_params
+
+    shutil.copy(ROOT / "Makefile", tmp_path)
+    shutil.copy(ROOT / "dvc.yaml", tmp_path)
+    full = parse_params(TINY).to_yaml_data()
+    del full["generations"]
+    text = yaml.safe_dump(full, sort_keys=False) + "generations:\n" + BAD_GENERATIONS[case]
+    (tmp_path / "params.yaml").write_text(text)
+    bin_dir = Path(sys.executable).parent
+    subprocess.run([str(bin_dir / "dvc"), "init", "--no-scm", "-q"], cwd=tmp_path, check=True, timeout=120)
+    out = subprocess.run(["make", "-s", "repro", f"BIN={bin_dir}", "STAMP="], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0
+    lines = [x for x in out.stderr.strip().splitlines() if not x.startswith("make")]  # make's "*** Error 2"
+    assert len(lines) == 1, out.stderr  # one line, nothing from DVC
+    line = lines[0]
+    with pytest.raises(ParamsError) as direct:  # what `python -m zeroloop.pipeline.stages check` prints
+        load_params(tmp_path / "params.yaml", complete=True)
+    message = str(direct.value).replace(str(tmp_path / "params.yaml"), "params.yaml")
+    assert line == f"zeroloop check: error: {message}"
+    assert "generations" in line

@@ -120,9 +120,9 @@ def test_shipped_tictactoe_model_never_loses_to_random_play(tmp_path):
         assert s.view()["outcome"] != "you win", s.view()["moves"]
 
 
-def _play(*args, stdin: str):
+def _play(*args, stdin: str, cwd=None):
     return subprocess.run([str(Path(sys.executable).parent / "zeroloop"), "play", *args], input=stdin,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
 def test_terminal_game_rejects_bad_input_and_ends_with_the_result():
@@ -154,6 +154,21 @@ def test_terminal_bad_arguments():
     assert out.returncode == 2 and "unknown model 'gen3'" in out.stderr
     out = _play("--game", "tictactoe", "--human-first", "--ai-first", stdin="")
     assert out.returncode == 2 and "not allowed with argument" in out.stderr
+
+
+def test_a_model_file_that_is_not_a_model_is_named_as_damaged(tmp_path):
+    """gen2's best.pt is text (an editor, a bad copy): `--model gen2` says
+    which file it is and that it is damaged, not "unknown model 'gen2'"."""
+    (tmp_path / "models/generations/gen_2").mkdir(parents=True)
+    (tmp_path / "models/generations/gen_2/best.pt").write_text("not a model\n")
+    out = _play("--game", "tictactoe", "--model", "gen2", stdin="", cwd=tmp_path)
+    assert out.returncode == 2
+    line, = out.stderr.strip().splitlines()
+    assert "models/generations/gen_2/best.pt" in line and "damaged" in line, line
+    assert "unknown model" not in line
+    with pytest.raises(PlayError, match=r"model 'gen1-candidate' is damaged: .*checksum mismatch"):
+        _layout(tmp_path / "other")
+        resolve_model(make_game("tictactoe"), "gen1-candidate", tmp_path / "other")
 
 
 def test_a_search_in_chunks_is_the_search_in_one_go_and_can_be_cancelled(tmp_path, monkeypatch):

@@ -148,3 +148,32 @@ def test_a_stage_imports_mlflow_while_it_works(tmp_path, uri, sql):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["True", str(sql)]
+
+
+def test_a_store_a_killed_process_left_mid_write_is_recovered_not_called_damaged(tmp_path):
+    """SIGKILL (or the OOM killer) in the middle of an MLflow write leaves
+    sqlite's hot journal beside mlflow.db: the next opener rolls it back, as
+    sqlite is designed to. The store check must let it, not call the store
+    damaged ("attempt to write a readonly database") and refuse to run."""
+    import sqlite3
+
+    from zeroloop.pipeline.tracking.store import _check_sqlite
+
+    db = tmp_path / "mlflow.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, note TEXT)")
+        conn.executemany("INSERT INTO runs (note) VALUES (?)", [("x" * 500,)] * 2000)
+    conn.close()
+    # a write bigger than the page cache spills into the file before its commit; then SIGKILL
+    killed = subprocess.run([sys.executable, "-c", (
+        "import os, signal, sqlite3\n"
+        f"c = sqlite3.connect({str(db)!r}, isolation_level=None)\n"
+        "c.execute('PRAGMA cache_size=5'); c.execute('BEGIN')\n"
+        "c.execute(\"UPDATE runs SET note = 'y'\")\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n")], timeout=60)
+    assert killed.returncode == -9
+    assert (tmp_path / "mlflow.db-journal").stat().st_size > 0  # the hot journal
+    _check_sqlite(db)
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT count(*) FROM runs WHERE note = 'y'").fetchone()[0] == 0  # rolled back
+    conn.close()

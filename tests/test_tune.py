@@ -407,6 +407,11 @@ def test_a_bad_storage_url_is_one_line_and_logs_nothing(tmp_path, mlflow_db):
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "--storage 'bogus://x': cannot open it" in out.stderr
     assert MlflowClient(f"sqlite:///{mlflow_db}").get_experiment_by_name("tune-test") is None
+    out = subprocess.run([_zeroloop_bin(), "tune", "--trials", "1"], cwd=tmp_path, capture_output=True,
+                         env={**env, "ZEROLOOP_TUNE_HEARTBEAT": "0.5"}, text=True, timeout=300)
+    assert out.returncode == 2 and out.stderr.strip() == (
+        "zeroloop tune: ZEROLOOP_TUNE_HEARTBEAT='0.5': must be a whole number of seconds, at least 1")
+    assert MlflowClient(f"sqlite:///{mlflow_db}").get_experiment_by_name("tune-test") is None
 
 
 def test_a_process_that_finds_the_study_just_created_waits_for_the_creators_first_trial(tmp_path):
@@ -555,3 +560,112 @@ def test_a_selfplay_trial_that_trained_every_generation_is_never_pruned(tmp_path
                                     objective="selfplay", progress=False)
     assert study.trials[0].state == optuna.trial.TrialState.COMPLETE  # its one generation was its last
     assert study.trials[0].value == study.trials[0].intermediate_values[1]
+
+
+def _storage_url(tmp_path, kind: str) -> str:
+    return (f"sqlite:///{tmp_path / 'optuna.db'}" if kind == "sqlite"
+            else f"journal:{tmp_path / 'optuna.journal'}")
+
+
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_only_trials_whose_process_stopped_beating_are_failed(tmp_path, mlflow_db, monkeypatch, kind):
+    """Two RUNNING trials: one whose process beat once and stopped (SIGKILL,
+    the OOM killer, a machine gone), one whose process beats on (a parallel
+    job, another machine). A resumed study fails the first, ends its MLflow
+    run, says so in a line, and leaves the second alone."""
+    import threading
+
+    import zeroloop.pipeline.tuning.run as trun
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{mlflow_db}")
+    monkeypatch.setenv("ZEROLOOP_TUNE_HEARTBEAT", "1")  # a beat a second: silent for 3 s is lost
+    url = _storage_url(tmp_path, kind)
+    tracker = StudyTracker.open(parse_params(TINY), "h", url, {})
+    backend = optuna.storages.get_storage(tstudy.open_storage(url))
+    study = optuna.create_study(study_name="h", storage=backend, direction="maximize")
+    dead, live = study.ask(), study.ask()
+    for t in (dead, live):
+        tracker.trial_run(t.number, {"c_puct": 1.0})
+    backend.record_heartbeat(dead._trial_id)
+    stop = threading.Event()
+
+    def beat():
+        while not stop.is_set():
+            backend.record_heartbeat(live._trial_id)
+            stop.wait(0.5)
+
+    beating = threading.Thread(target=beat)
+    beating.start()
+    try:
+        time.sleep(4.5)  # over the grace of 3 s, as the database's clock (whole seconds in SQLite) reads it
+        lines = []
+        assert trun.fail_lost_trials(tracker, "h", url, lines.append) == [dead.number]
+    finally:
+        stop.set()
+        beating.join()
+    states = {t.number: t.state.name for t in study.get_trials()}
+    assert states == {dead.number: "FAIL", live.number: "RUNNING"}
+    assert len(lines) == 1 and f"trial {dead.number}: " in lines[0] and "heartbeat" in lines[0], lines
+    runs = tracker.trial_runs()
+    assert runs[dead.number].info.status == "FAILED"
+    assert runs[dead.number].data.tags["optuna.state"] == "FAILED"
+    assert "heartbeat" in runs[dead.number].data.tags["error"]
+    assert runs[live.number].info.status == "RUNNING"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_a_tune_killed_with_sigkill_has_its_trials_failed_when_it_resumes(tmp_path, mlflow_db, kind):
+    """`zeroloop tune` killed with SIGKILL leaves its trial RUNNING (no handler
+    runs); the same command, rerun, marks it failed in Optuna and MLflow and
+    counts it in the summary, so nothing stays RUNNING for ever."""
+    game = make_game("tictactoe")
+    torch.manual_seed(0)
+    save_model(tmp_path / "model.pt", PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8,
+                                                                               value_hidden=8)), game)
+    data = parse_params({**TINY, "tune": {**TINY["tune"], "games": 8, "simulations": 16,
+                                          "confirm_games": 0}}).to_yaml_data()
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}", "ZEROLOOP_TUNE_HEARTBEAT": "1"}
+    storage = _storage_url(tmp_path, kind)
+    cmd = [_zeroloop_bin(), "tune", "--model", "model.pt", "--study", "k", "--storage", storage,
+           "--workers", "1"]
+
+    def trials():
+        try:
+            return optuna.load_study(study_name="k", storage=tstudy.open_storage(storage)).trials
+        except KeyError:
+            return []
+
+    proc = subprocess.Popen([*cmd, "--trials", "500"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 180
+    while not any(t.state.name == "RUNNING" and t.number > 0 for t in trials()):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "no trial started"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    killed = [t.number for t in trials() if t.state.name == "RUNNING"]
+    assert killed
+    time.sleep(3.5)  # past the grace period of a beat a second
+
+    done = subprocess.run([*cmd, "--trials", "1"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    after = {t.number: t.state.name for t in trials()}
+    assert "RUNNING" not in after.values() and all(after[n] == "FAIL" for n in killed), after
+    summary = json.loads(done.stdout)
+    assert summary["failed"] == len(killed) == list(after.values()).count("FAIL")
+    assert summary["trials"] == summary["complete"] + summary["pruned"] + summary["failed"] == len(after)
+    assert all(f"trial {n}: " in done.stderr for n in killed) and "heartbeat" in done.stderr, done.stderr
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(env["MLFLOW_TRACKING_URI"])
+    runs = client.search_runs([client.get_experiment_by_name("tune-test").experiment_id])
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    for n in killed:
+        run, = [r for r in runs if r.data.tags.get("optuna.trial") == str(n)]
+        assert run.info.status == "FAILED" and run.data.tags["optuna.state"] == "FAILED"

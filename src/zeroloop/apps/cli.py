@@ -194,6 +194,18 @@ def cmd_errors(args: argparse.Namespace) -> int:
         return 2
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from zeroloop.pipeline.stages.__main__ import main as run_stage
+
+    return run_stage(["check", "--params", args.params])  # the check_params stage itself: the same line
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from zeroloop.apps.remote import pull
+
+    return pull(args.remote)
+
+
 def cmd_preset(args: argparse.Namespace) -> int:
     from zeroloop.pipeline.params.loading import ParamsError
     from zeroloop.pipeline.params.presets import preset_names, preset_path, write_preset
@@ -388,6 +400,25 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--out", default="params.yaml", help="the file to write (default params.yaml)")
     pr.add_argument("--presets", default="presets", help="the presets folder (default presets)")
     pr.set_defaults(func=cmd_preset)
+
+    ck = sub.add_parser(
+        "check", help="validate params.yaml as the pipeline's stages do (make repro runs it first)",
+        description="Validate the whole params file, as the check_params stage does, and print one line: "
+                    "what it holds, or what is wrong (exit 2). DVC resolves dvc.yaml's foreach over "
+                    "generations before any stage runs, so a bad generations entry (a key 0, a prev that "
+                    "is not g - 1, a missing prev, a key written twice) would otherwise reach you as DVC's "
+                    "graph error; run this before dvc repro or dvc exp run (make repro does).")
+    ck.add_argument("--params", **PARAMS)
+    ck.set_defaults(func=cmd_check)
+
+    pu = sub.add_parser(
+        "pull", help="dvc pull, after checking that the DVC remote is there (make pull runs it)",
+        description="Check the DVC remote, then run dvc pull from it. A folder remote that is not there "
+                    "(removed, moved, a share not mounted) stops it before DVC starts, in one line naming "
+                    "the folder; DVC itself would say only 'Checkout failed ... Is your cache up to date?'. "
+                    "A URL remote (s3://, ssh://, ...) is named when the pull fails.")
+    pu.add_argument("-r", "--remote", help="the remote's name (default: the default remote)")
+    pu.set_defaults(func=cmd_pull)
     return p
 
 
@@ -415,7 +446,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     from zeroloop.pipeline.runtime.process import init_worker_threads
 
-    init_worker_threads()  # one torch thread per process; parallelism comes from processes
+    if args.command != "pull":  # pull runs DVC alone: no torch to import (2 s)
+        init_worker_threads()  # one torch thread per process; parallelism comes from processes
     problem = _argument_problem(args)
     if problem:
         print(f"zeroloop {args.command}: {problem}", file=sys.stderr)

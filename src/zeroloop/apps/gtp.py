@@ -5,13 +5,15 @@ tools (GnuGo's twogtp, gogui-twogtp).
 Each command is one line, optionally preceded by a numeric id; the answer is
 ``=`` (or ``=id``) and the result, or ``?`` and an error message, then an
 empty line. Bad input (an unknown command, a malformed or illegal move, a
-board size the model was not trained for) gets a ``?`` answer and the engine
+board size the model was not trained for, a komi that is not finite or is
+larger than the board) gets a ``?`` answer and the engine
 keeps running. ``genmove`` searches ``--sims`` simulations with the model and
 plays the most-visited move, as evaluation matches do.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -27,6 +29,18 @@ COMMANDS = ("protocol_version", "name", "version", "known_command", "list_comman
 
 class GtpFailure(ValueError):
     """A command the engine refuses: answered with ``?`` and the message."""
+
+
+def komi_problem(komi: float, size: int) -> str | None:
+    """Why ``komi`` cannot score a ``size`` board, or None. Area scoring
+    counts at most size*size points, so a larger komi (or nan, inf) decides
+    every game before it starts and makes ``final_score`` read ``B+inf``."""
+    area = size * size
+    if not math.isfinite(komi):
+        return f"is not a finite number (a {size}x{size} board takes -{area} to {area})"
+    if abs(komi) > area:
+        return f"is more than the {size}x{size} board's {area} points"
+    return None
 
 
 @dataclass
@@ -135,6 +149,8 @@ class GtpSession:
             raise GtpFailure("unacceptable size")
         if self.model_size is not None and size != self.model_size:
             raise GtpFailure(f"unacceptable size: the model plays {self.model_size}x{self.model_size}")
+        if self.komi is not None and (problem := komi_problem(self.komi, size)):
+            raise GtpFailure(f"unacceptable size: komi {self.komi:g} {problem}; set a smaller komi first")
         self.size = size
         self.new_game()
         return ""
@@ -148,6 +164,8 @@ class GtpSession:
             komi = float(args[0])
         except (IndexError, ValueError):
             raise GtpFailure("komi needs a number") from None
+        if problem := komi_problem(komi, self.size):
+            raise GtpFailure(f"komi {args[0]} {problem}")
         self.komi = komi
         moves = [s.last for s in self.states[1:]]
         self.game = Go(self.size, komi)  # the same position, scored with the new komi

@@ -14,7 +14,7 @@ import numpy as np
 from zeroloop.engine.games import Game, IllegalMoveError, State, make_game
 from zeroloop.engine.games.base import NUM_PLANES
 from zeroloop.engine.search import chosen_moves
-from zeroloop.pipeline.data.catalogue import ModelInfo, list_models
+from zeroloop.pipeline.data.catalogue import ModelInfo, damaged_model, list_models
 from zeroloop.pipeline.data.storage import DamagedFileError, read_model_header
 
 
@@ -47,6 +47,8 @@ def resolve_model(game: Game, model: str | None, root: str | Path = ".", allow_p
         if found != game.name:
             raise PlayError(f"{model}: model is for {found!r}, not {game.name!r}", 400)
         return ModelInfo(path.name, str(path), str(path))
+    if damage := damaged_model(game, model, root):
+        raise PlayError(f"model {model!r} is damaged: {damage}", 400)
     ids = ", ".join(m.id for m in models)
     hint = " (or a .pt file)" if allow_paths else ""
     raise PlayError(f"unknown model {model!r} for {game.name}; choose one of: {ids}{hint}", 404)

@@ -34,17 +34,11 @@ def _model_game(path: Path) -> str | None:
         return None
 
 
-def list_models(game: Game, root: str | Path = ".") -> list[ModelInfo]:
-    """The models for ``game``, best guess first: the pipeline's champion, each
-    generation's best and candidate (newest first), the reference run's
-    champion (Connect Four: the strongest shipped model, so a fresh clone plays
-    it), the small shipped model, and an untrained network. Files for other
-    games and damaged files are left out."""
+def _places(game: Game, root: str | Path) -> list[ModelInfo]:
+    """Every file that would be listed for ``game`` if it held its model,
+    in the listing's order (generations newest first)."""
     layout = Layout(Path(root))
-    out: list[ModelInfo] = []
-    champion = layout.champion
-    if _model_game(champion) == game.name:
-        out.append(ModelInfo("champion", "champion (the pipeline's best)", str(champion)))
+    out = [ModelInfo("champion", "champion (the pipeline's best)", str(layout.champion))]
     gens = []
     for d in layout.model(0).parent.parent.glob("gen_*"):
         if m := re.fullmatch(r"gen_(\d+)", d.name):
@@ -52,14 +46,35 @@ def list_models(game: Game, root: str | Path = ".") -> list[ModelInfo]:
     for g, d in sorted(gens, reverse=True):
         for kind, suffix, label in (("best", "", "best after gate"),
                                     ("candidate", "-candidate", "candidate")):
-            path = d / f"{kind}.pt"
-            if _model_game(path) == game.name:
-                out.append(ModelInfo(f"gen{g}{suffix}", f"generation {g} ({label})", str(path)))
-    reference = SHIPPED_DIR / "reference" / f"{game.name}.pt"
-    if _model_game(reference) == game.name:
-        out.append(ModelInfo("reference", "the default run's champion (the reference run)", str(reference)))
-    shipped = SHIPPED_DIR / f"{game.name}.pt"
-    if _model_game(shipped) == game.name:
-        out.append(ModelInfo("shipped", "shipped model (trained with zeroloop)", str(shipped)))
+            out.append(ModelInfo(f"gen{g}{suffix}", f"generation {g} ({label})", str(d / f"{kind}.pt")))
+    out.append(ModelInfo("reference", "the default run's champion (the reference run)",
+                         str(SHIPPED_DIR / "reference" / f"{game.name}.pt")))
+    out.append(ModelInfo("shipped", "shipped model (trained with zeroloop)",
+                         str(SHIPPED_DIR / f"{game.name}.pt")))
+    return out
+
+
+def list_models(game: Game, root: str | Path = ".") -> list[ModelInfo]:
+    """The models for ``game``, best guess first: the pipeline's champion, each
+    generation's best and candidate (newest first), the reference run's
+    champion (Connect Four: the strongest shipped model, so a fresh clone plays
+    it), the small shipped model, and an untrained network. Files for other
+    games and damaged files are left out (:func:`damaged_model` says why an
+    id is missing)."""
+    out = [m for m in _places(game, root) if _model_game(Path(m.path)) == game.name]
     out.append(ModelInfo("random", "untrained network", None))
     return out
+
+
+def damaged_model(game: Game, model_id: str, root: str | Path = ".") -> str | None:
+    """Why the file behind ``model_id`` (gen2, champion, ...) is damaged, its
+    path named, or None when it is missing, sound or no such id exists."""
+    for m in _places(game, root):
+        if m.id == model_id:
+            try:
+                read_model_header(m.path)
+            except DamagedFileError as exc:
+                return str(exc)
+            except FileNotFoundError:
+                return None
+    return None

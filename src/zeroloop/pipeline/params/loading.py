@@ -120,15 +120,51 @@ def parse_params(data: Any, source: str = "params.yaml") -> Params:
 RESULT_SECTIONS = ("game", "seed", "net", "mcts", "selfplay", "train", "gate", "evaluate", "generations")
 
 
+def _written_twice(node: yaml.Node, path: tuple[str, ...] = (), seen: set | None = None
+                   ) -> tuple[str, int] | None:
+    """The first key written a second time in one mapping, as a dotted path,
+    and the line of its second writing; None when every key is written once.
+    PyYAML keeps the last silently, while DVC (ruamel) refuses the whole file,
+    so a stage and ``dvc repro`` would read different things."""
+    seen = set() if seen is None else seen
+    if id(node) in seen:  # an alias of a node already walked
+        return None
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        keys = set()
+        for key, value in node.value:
+            name = key.value if isinstance(key, yaml.ScalarNode) else "?"
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                if name in keys:
+                    return ".".join((*path, name)), key.start_mark.line + 1
+                keys.add(name)
+            if found := _written_twice(value, (*path, name), seen):
+                return found
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            if found := _written_twice(item, (*path, str(i)), seen):
+                return found
+    return None
+
+
 def parse_yaml(text: str, path: str | Path) -> Any:
     """``text`` (the contents of ``path``) as YAML; :class:`ParamsError` with
-    the line where it is not."""
+    the line where it is not, or where a key is written a second time."""
+    loader = yaml.SafeLoader(text)
     try:
-        return yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if twice := _written_twice(node):
+            raise ParamsError(f"{path}: {twice[0]}: the key is written twice (again at line {twice[1]}); "
+                              "YAML would keep the last and DVC refuses the file: delete one")
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise ParamsError(f"{path}: not valid YAML{where}: {getattr(exc, 'problem', exc)}") from None
+    finally:
+        loader.dispose()
 
 
 def load_params(path: str | Path = "params.yaml", *, complete: bool = False) -> Params:

@@ -189,7 +189,10 @@ def _check_sqlite(path: Path) -> None:
     if not path.exists() or path.stat().st_size == 0:
         return  # MLflow creates it
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
+        # read-write (never created: mode=rw), so that a process killed mid-write (SIGKILL, the OOM
+        # killer) leaves a hot journal SQLite rolls back here, as it is designed to; read-only, that
+        # recovery fails with "attempt to write a readonly database" and a sound store looked damaged
+        conn = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=30)
         try:
             verdict = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
         finally:

@@ -57,6 +57,31 @@ def check_storage(url: str) -> None:
                              f"{text})") from None
 
 
+def fail_lost_trials(tracker, study_name: str, storage: str, log: Callable[[str], None]) -> list[int]:
+    """Fail the study's RUNNING trials that no process runs any more (their
+    heartbeat stopped: killed with SIGKILL, a machine lost), end their MLflow
+    runs and say so, a line each; returns their numbers. Trials whose
+    process beats on (a parallel job, another machine) are left alone."""
+    import optuna
+
+    from zeroloop.pipeline.tuning.heartbeat import fail_stale, lost_line, lost_reason
+    from zeroloop.pipeline.tuning.study import open_storage, storage_grace
+
+    grace, lost = storage_grace(storage), []
+
+    def on_lost(study, trial) -> None:
+        tracker.lost(trial, lost_reason(grace))
+        log(lost_line(trial.number, grace))
+        lost.append(trial.number)
+
+    try:
+        study = optuna.load_study(study_name=study_name, storage=open_storage(storage, on_lost))
+    except KeyError:  # a new study
+        return []
+    fail_stale(study)
+    return lost
+
+
 def backfill_trial_runs(tracker, study_name: str, storage: str, log: Callable[[str], None]) -> None:
     """A resumed study's finished trials with no MLflow run, or one never
     ended, get it from Optuna's record (:meth:`StudyTracker.backfill`). Here,
@@ -92,6 +117,7 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
     from zeroloop.pipeline.runtime.backend import use_backend
     from zeroloop.pipeline.runtime.process import quiet_libraries
     from zeroloop.pipeline.tracking.store import check_tracking
+    from zeroloop.pipeline.tuning.heartbeat import heartbeat_interval
     from zeroloop.pipeline.tuning.objectives import TrialSettings, clipped_defaults, default_settings
     from zeroloop.pipeline.tuning.results import best_params_yaml, confirm_gain, save_plots
     from zeroloop.pipeline.tuning.study import (
@@ -107,6 +133,7 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
     use_backend(params.runtime.worker_backend())
     # every refusal before anything is created: no study, no MLflow run
     check_shared_storage(storage, jobs)
+    heartbeat_interval()  # a bad ZEROLOOP_TUNE_HEARTBEAT is named as such, not as the storage failing
     if objective == "search":
         model = choose_model(params, model, log)
     else:
@@ -118,6 +145,7 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
         log(f"warning: {line}: widen the range to compare the study with the current settings")
     tracker = StudyTracker.open(params, study_name, storage,
                                 {"objective": objective, "model": model or "", "seed": seed})
+    fail_lost_trials(tracker, study_name, storage, log)  # before the backfill: it ends their runs
     backfill_trial_runs(tracker, study_name, storage, log)
     try:
         if jobs > 1:
@@ -134,7 +162,15 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
     except KeyboardInterrupt:
         tracker.interrupted()
         raise
-    states = [t.state.name for t in study.trials]
+    fail_lost_trials(tracker, study_name, storage, log)  # those whose grace ran out meanwhile
+    trials_now = study.get_trials()
+    states = [t.state.name for t in trials_now]
+    running = [t.number for t in trials_now if t.state.name == "RUNNING"]
+    if running:
+        from zeroloop.pipeline.tuning.study import storage_grace
+
+        log(f"trials {', '.join(map(str, running))}: RUNNING in another process, or in one that stopped "
+            f"less than {storage_grace(storage)} s ago (the study's next run fails those)")
     best = None
     if "COMPLETE" in states:
         confirmed = None
@@ -154,4 +190,5 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
     tracker.finish(best, plots + ([out_dir / "best_params.yaml"] if best else []))
     return {"study": study_name, "storage": storage, "trials": len(states),
             "complete": states.count("COMPLETE"), "pruned": states.count("PRUNED"),
-            "failed": states.count("FAIL"), "best": best}
+            "failed": states.count("FAIL"), "running": states.count("RUNNING"),
+            "waiting": states.count("WAITING"), "best": best}

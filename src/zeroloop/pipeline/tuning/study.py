@@ -25,19 +25,38 @@ from zeroloop.pipeline.tuning.objectives import (
 DATABASE_WAIT_S = 60.0
 
 
-def open_storage(url: str):
+def open_storage(url: str, on_lost=None):
     """An Optuna storage from a URL: ``journal:PATH`` is a journal file (safe
     for several processes on one machine); ``sqlite:///optuna.db`` for one
     process; a server database (PostgreSQL, MySQL) for many machines, opened
-    so that a restart of the server is ridden out (:func:`_retrying_rdb`)."""
+    so that a restart of the server is ridden out (:func:`_retrying_rdb`).
+
+    Each records a heartbeat per running trial, so a trial whose process was
+    killed is failed by the next process of the study (:mod:`.heartbeat`);
+    ``on_lost(study, trial)`` is called after each such trial is failed."""
+    from zeroloop.pipeline.tuning import heartbeat
+
+    grace = storage_grace(url)
     if url.startswith("journal:"):
-        from optuna.storages import JournalStorage
         from optuna.storages.journal import JournalFileBackend
 
-        return JournalStorage(JournalFileBackend(url.removeprefix("journal:")))
+        return heartbeat.JournalHeartbeatStorage(
+            JournalFileBackend(url.removeprefix("journal:")), interval=heartbeat.heartbeat_interval(),
+            grace=grace, on_lost=on_lost)
+    beats = heartbeat.rdb_heartbeat_kwargs(grace, on_lost)
     if url.startswith("sqlite"):
-        return url
-    return _retrying_rdb()(url, engine_kwargs={"pool_pre_ping": True})
+        return heartbeat.quietly(lambda: heartbeat.BeatingRDBStorage(url, **beats))
+    return heartbeat.quietly(lambda: _retrying_rdb()(url, engine_kwargs={"pool_pre_ping": True}, **beats))
+
+
+def storage_grace(url: str) -> int:
+    """The seconds without a heartbeat after which :func:`open_storage`'s
+    storage for ``url`` counts a trial as lost: a server's restart may hold
+    the heartbeats back for as long as a call is retried."""
+    from zeroloop.pipeline.tuning import heartbeat
+
+    plain = url.startswith(("journal:", "sqlite"))
+    return heartbeat.grace_period(0 if plain else DATABASE_WAIT_S)
 
 
 def _lost_connection(exc: BaseException) -> bool:
@@ -64,7 +83,7 @@ def _retrying_rdb():
     import functools
     import logging
 
-    from optuna.storages import RDBStorage
+    from zeroloop.pipeline.tuning.heartbeat import BeatingRDBStorage as RDBStorage
 
     log = logging.getLogger("zeroloop.tuning")
 
@@ -87,7 +106,9 @@ def _retrying_rdb():
                     pause = min(5.0, pause * 2)
         return call
 
-    names = [n for n, v in vars(RDBStorage).items()
+    from optuna.storages import RDBStorage as Plain
+
+    names = [n for n, v in vars(Plain).items()
              if callable(v) and not n.startswith("_") and n not in ("remove_session", "upgrade")]
     return type("RetryingRDBStorage", (RDBStorage,), {n: retrying(getattr(RDBStorage, n)) for n in names})
 
@@ -96,14 +117,14 @@ def _retrying_rdb():
 FIRST_TRIAL_WAIT_S = 15.0
 
 
-def open_study(study_name: str, storage: str, *, sampler=None, pruner=None, first_trial=None):
+def open_study(study_name: str, storage: str, *, sampler=None, pruner=None, first_trial=None, on_lost=None):
     """Create or load the study, atomically across processes and machines:
     the database's uniqueness of study names decides which process creates
     it, and only that one enqueues ``first_trial`` (params, user_attrs), so
     two machines starting together try the defaults once, not twice."""
     import optuna
 
-    backend = open_storage(storage)
+    backend = open_storage(storage, on_lost)
     try:
         study = optuna.create_study(study_name=study_name, storage=backend, direction="maximize",
                                     sampler=sampler, pruner=pruner)
@@ -156,7 +177,18 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
               "none": optuna.pruners.NopPruner}[params.tune.pruner]()
     # the current settings go first, on the same openings: the gain of the best is measured against them
     sampler = optuna.samplers.TPESampler(seed=seed if sampler_seed is None else sampler_seed)
-    study = open_study(study_name, storage, pruner=pruner, sampler=sampler,
+    from tqdm import tqdm
+
+    from zeroloop.pipeline.tuning.heartbeat import lost_line, lost_reason
+
+    grace = storage_grace(storage)
+
+    def lost(study, trial) -> None:  # another process's trial whose heartbeat stopped, failed just now
+        if tracker is not None:
+            tracker.lost(trial, lost_reason(grace))
+        tqdm.write(lost_line(trial.number, grace), file=sys.stderr)
+
+    study = open_study(study_name, storage, pruner=pruner, sampler=sampler, on_lost=lost,
                        first_trial=(default_settings(params, objective).as_params(), {"default": True}))
     positions = metric_positions(params, seed) if params.tune.metric in ("solver", "validation") else None
     study.set_user_attr("objective", objective)
@@ -222,8 +254,6 @@ def run_search_study(params: Params, *, model: str | None, trials: int, study_na
             run.log({"final_score": score}, None)
             run.end("COMPLETE")
         return score
-
-    from tqdm import tqdm
 
     bar = tqdm(total=trials, desc=f"study {study_name}", unit="trial", disable=not progress,
                dynamic_ncols=True)

@@ -181,11 +181,12 @@ class StudyTracker:
             if not token:
                 return runs
 
-    def backfill(self, trials: list) -> list[int]:
+    def backfill(self, trials: list, reason: str | None = None) -> list[int]:
         """A resumed study: those of its ``trials`` (Optuna's) that are
         finished but whose run is missing or never ended (their process could
         not reach the store before it went away) get it written from Optuna's
-        record, tagged ``zeroloop.backfilled``. Returns their numbers."""
+        record, tagged ``zeroloop.backfilled``. Returns their numbers.
+        ``reason``: a failed trial's error when Optuna's record has none."""
         finished = [t for t in trials if t.state.is_finished()]
         have = self.trial_runs() if finished else {}
         done = []
@@ -200,9 +201,20 @@ class StudyTracker:
             if t.value is not None:
                 run.log({"final_score": t.value}, None)
             state = {"COMPLETE": "COMPLETE", "PRUNED": "PRUNED"}.get(t.state.name, "FAILED")
-            run.end(state, error=t.system_attrs.get("fail_reason"))
+            run.end(state, error=t.system_attrs.get("fail_reason") or (reason if state == "FAILED" else None))
             done.append(t.number)
         return done
+
+    def lost(self, trial, reason: str) -> None:
+        """A trial Optuna failed because its process stopped beating (killed,
+        its machine lost): its run, open since, ends FAILED with ``reason``
+        (or is written whole, when the process never sent it). The store
+        failing costs the study nothing: the next run's backfill ends it."""
+        try:
+            self.backfill([trial], reason)
+        except tracking_errors() as exc:
+            print(f"warning: MLflow at {tracking_uri()} failed ({failure_line(exc)}); trial {trial.number}'s "
+                  "run is ended by the study's next run", file=sys.stderr, flush=True)
 
     def flush(self) -> list[int]:
         """Send the runs of ended trials that the store did not take before;
