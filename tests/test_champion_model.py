@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import mlflow
 import pytest
 import torch
 
@@ -52,6 +53,9 @@ def champions(tmp_path_factory, mlflow_template_db):
                 version = tr.register_champion(path, {"generation": 3}, TAGS)
             assert version == "1"
             made[name] = (path, tr.parent_id)
+        # registering left MLflow's global URI unset: a later default client reads the environment
+        mp.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{root / 'other.db'}")
+        assert mlflow.get_tracking_uri() == f"sqlite:///{root / 'other.db'}"
     return uri, made
 
 

@@ -120,14 +120,19 @@ def requirements() -> list[str]:
 def global_tracking_uri(uri: str) -> Iterator[None]:
     """``uri`` as MLflow's global tracking URI for a while: its fluent API
     (``log_model`` and the run it logs to) and its registry, resolving a
-    ``models:/<id>`` source, read that one, not a client's. Restored after,
-    with ``MLFLOW_TRACKING_URI``, which MLflow sets and unsets along with it."""
+    ``models:/<id>`` source, read that one, not a client's. After, the global
+    is unset again (zeroloop never sets it otherwise), so MLflow reads
+    ``MLFLOW_TRACKING_URI`` afresh, which is restored (MLflow sets and unsets
+    it along with the global): leaving the global set would pin every later
+    default client of this process to ``uri``."""
     before = os.environ.get("MLFLOW_TRACKING_URI")
     mlflow.set_tracking_uri(uri)
     try:
         yield
     finally:
-        mlflow.set_tracking_uri(before)
+        mlflow.set_tracking_uri(None)
+        if before is not None:
+            os.environ["MLFLOW_TRACKING_URI"] = before
 
 
 def log_champion_model(run_id: str, model_file: str | Path, search: SearchConfig, precision: str,
