@@ -80,7 +80,8 @@ def test_selfplay_with_a_timer_plays_the_same_games_and_charges_every_part(name,
         t0 = time.perf_counter()
         records = play_selfplay_games(game, ev, search, selfplay, seeds, in_flight=3, stats=stats,
                                       timer=timer, on_game=lambda i, r: seen.append(i))
-        return records, (ev.requested, ev.hits, ev.computed, stats.simulations, seen), time.perf_counter() - t0
+        wall = time.perf_counter() - t0
+        return records, (ev.requested, ev.hits, ev.computed, stats.simulations, seen), wall
 
     plain, counts, _ = play(None)
     timer = PartTimer()
