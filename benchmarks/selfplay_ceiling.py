@@ -69,19 +69,22 @@ def inner_evaluator(spec: str, game, *, precision: str, seed: int, timer=None) -
 
     if spec == "const":
         return "const", ConstantEvaluator(game, timer=timer)
-    if m := re.fullmatch(r"(\d+)x(\d+)", spec):
-        torch.manual_seed(seed)
-        net = PolicyValueNet.for_game(game, NetConfig(blocks=int(m[1]), channels=int(m[2])))
-        ev = NetworkEvaluator(game, net, "cpu", precision=precision, timer=timer)
-        return f"{spec} {ev.precision}", ev
-    if spec.endswith(".pt"):
-        from zeroloop.pipeline.data.storage import load_model
+    try:
+        if m := re.fullmatch(r"(\d+)x(\d+)", spec):
+            torch.manual_seed(seed)
+            net = PolicyValueNet.for_game(game, NetConfig(blocks=int(m[1]), channels=int(m[2])))
+            ev = NetworkEvaluator(game, net, "cpu", precision=precision, timer=timer)
+            return f"{spec} {ev.precision}", ev
+        if spec.endswith(".pt"):
+            from zeroloop.pipeline.data.storage import load_model
 
-        if not Path(spec).is_file():
-            raise ValueError(f"--nets {spec!r}: no such model file")
-        net, _, _ = load_model(spec, game)
-        ev = NetworkEvaluator(game, net, "cpu", precision=precision, timer=timer)
-        return f"{Path(spec).stem} {ev.precision}", ev
+            if not Path(spec).is_file():
+                raise ValueError("no such model file")
+            net, _, _ = load_model(spec, game)
+            ev = NetworkEvaluator(game, net, "cpu", precision=precision, timer=timer)
+            return f"{Path(spec).stem} {ev.precision}", ev
+    except ValueError as exc:  # a bad shape, a model for another game, a damaged file
+        raise ValueError(f"--nets {spec!r}: {exc}") from None
     raise ValueError(f"--nets {spec!r}: expected {SPEC_HELP}")
 # ---------------------------------------------------------------------------------------------
 
@@ -118,14 +121,14 @@ def play(game, inner, label: str, a, *, timer, rounds: int | None = None) -> Run
     search, selfplay = SearchConfig(simulations=a.sims), SelfplayConfig(eval_batch=a.eval_batch)
     ev = FixedBatchEvaluator(inner, batch=a.eval_batch, cache=a.cache, timer=timer)
     run = Run(label, stats=SearchStats())
-    pending = []
+    pending, shards = [], [0]
     with tempfile.TemporaryDirectory(prefix="selfplay_ceiling.") as scratch:
-        def write(i: int, record) -> None:
+        def write(i: int, record) -> None:  # as the pipeline's worker writes a shard when it is whole
             pending.append(record)
             if len(pending) == a.shard_games:
-                path = Path(scratch) / f"shard_{run.games // a.shard_games:05d}.zls"
-                save_shard(path, records_to_arrays(game, pending), {"game": game.name})
-                run.games += len(pending)
+                path = Path(scratch) / f"shard_{shards[0]:05d}.zls"
+                save_shard(path, records_to_arrays(game, pending), {"game": game.name, "index": shards[0]})
+                shards[0] += 1
                 pending.clear()
 
         while True:
@@ -143,7 +146,7 @@ def play(game, inner, label: str, a, *, timer, rounds: int | None = None) -> Run
                     break
             elif (run.moves >= a.positions) if a.positions else (run.wall >= a.seconds):
                 break
-    run.games += len(pending)
+    run.games = len(run.actions)
     run.asked, run.hits, run.rows = ev.requested, ev.hits, ev.computed
     run.parts = dict(timer.seconds) if timer is not None else {}
     return run
