@@ -24,6 +24,16 @@ SMOKE = {
          "--precision", "int8"],
         ["self-play before", "self-play after fp32", "self-play after int8", "speed-up",
          "int8 over fp32, same run", "network int8", "network fp32", "cache hits", "time split"]),
+    "selfplay_ceiling.py": (
+        ["--nets", "const,1x8", "--games", "3", "--in-flight", "2", "--sims", "4", "--eval-batch", "4",
+         "--shard-games", "2", "--seconds", "0", "--precision", "int8"],
+        ["machine: network int8 (precision int8)", "budget per net: one round", "const         :",
+         "1x8 int8      :", "simulations/s", "positions/s (moves per CPU-second", "cache hits",
+         "| part | const | 1x8 int8 |", "| encoding | ", "| cache | ", "| batching | ", "| network | ",
+         "| tree | ", "| rules | ", "| move choice | ", "| records | ", "| other | ", "| **total** | ",
+         "network share (the network call, of self-play's wall): const ", "coarse split (SearchStats",
+         "ratio to const (simulations/s, this run): 1x8 int8 ",
+         "timer off, const again (1 round(s), same seeds): same games: yes"]),
     "precision_match.py": (
         ["--games", "2", "--sims", "2", "--workers", "1"],
         ["machine: network int8", "int8 against fp32: score", "pairs scoring 0, 1/4, 1/2, 3/4, 1"]),
@@ -121,6 +131,13 @@ def test_benchmark_runs_with_tiny_settings(script):
     assert out.returncode == 0, out.stderr[-3000:]
     for line in expected:
         assert line in out.stdout, f"{script}: no {line!r} in\n{out.stdout}"
+
+
+def test_selfplay_ceiling_refuses_a_net_it_does_not_know():
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "selfplay_ceiling.py"), "--nets", "const,mlp9"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "--nets 'mlp9': expected const" in out.stderr
 
 
 def _gate_simulation():

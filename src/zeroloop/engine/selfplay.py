@@ -18,6 +18,7 @@ from zeroloop.engine.search import (
     SearchStats,
     chosen_moves,
 )
+from zeroloop.engine.timing import PartTimer
 
 
 @dataclass
@@ -120,7 +121,7 @@ class _Running:
 def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, selfplay: SelfplayConfig,
                         seeds: Sequence[np.random.SeedSequence], *, in_flight: int = 64,
                         on_game: Callable[[int, GameRecord], None] | None = None,
-                        stats: SearchStats | None = None) -> list[GameRecord]:
+                        stats: SearchStats | None = None, timer: PartTimer | None = None) -> list[GameRecord]:
     """Play one game of the evaluator against itself per seed, searched as
     ``config`` says and played as ``selfplay`` says (its move schedule, playout
     cap and random opening plies; its ``games``, ``shard_games`` and
@@ -144,12 +145,21 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
     varied positions like the random-play positions the solver's test sets are
     made of. The random moves are kept in the record (so it replays from the
     start) as fast moves (``full`` false): played, not trained on.
+
+    ``timer``, when given, is charged the time of each part of the run
+    (:mod:`zeroloop.engine.timing`; ``on_game`` counts as records); give the
+    evaluator the same one to split its call into encoding, cache, batching
+    and network. The games are the same with a timer or without.
     """
     if not seeds:
         return []
+    if timer is not None:
+        timer.start()
     schedule, cap, opening_plies = selfplay.schedule, selfplay.cap, selfplay.opening_plies
     slots = min(in_flight, len(seeds))
-    mcts = BatchedMCTS(game, evaluator, config, slots, rng=np.random.default_rng(seeds[0]))
+    mcts = BatchedMCTS(game, evaluator, config, slots, rng=np.random.default_rng(seeds[0]), timer=timer)
+    if timer is not None:
+        timer.lap("tree")
     running: dict[int, _Running] = {}
     done: dict[int, GameRecord] = {}
     waiting = iter(range(len(seeds)))
@@ -172,8 +182,12 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
             rec.values.append(0.0)
             rec.full.append(False)
             state = after
+        if timer is not None:
+            timer.lap("rules")
         mcts.set_root(slot, state, rng=rng)
         running[slot] = rec
+        if timer is not None:
+            timer.lap("tree")
 
     for slot in range(slots):
         start(slot)
@@ -195,13 +209,17 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
             actions = chosen_moves(res, [mcts.root_state(slot).ply for slot in group],
                                    [schedule] * len(group),
                                    [running[slot].rng for slot in group])
+            if timer is not None:
+                timer.lap("move choice")
             for j, (slot, action) in enumerate(zip(group, actions)):
                 rec = running[slot]
                 rec.actions.append(action)
                 rec.policies.append(res.policy[j].astype(np.float32))
                 rec.values.append(float(res.value[j]))
                 rec.full.append(is_full)
-                new = mcts.advance(slot, action)
+                if timer is not None:
+                    timer.lap("records")
+                new = mcts.advance(slot, action)  # charges its rules and tree
                 if new.outcome is not None:
                     finished.append((slot, new))
         for slot, new in sorted(finished):
@@ -211,6 +229,8 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
             done[rec.index] = record
             if on_game is not None:
                 on_game(rec.index, record)
+            if timer is not None:
+                timer.lap("records")
             start(slot)
     if stats is not None:
         stats.merge(mcts.stats)

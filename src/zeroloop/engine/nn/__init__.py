@@ -2,6 +2,7 @@
 
 from zeroloop.engine.nn.inference import (
     PRECISIONS,
+    ConstantEvaluator,
     FixedBatchEvaluator,
     NetworkEvaluator,
     inference_net,
@@ -12,6 +13,6 @@ from zeroloop.engine.nn.inference import (
 from zeroloop.engine.nn.net import NetConfig, PolicyValueNet
 
 __all__ = [
-    "PRECISIONS", "FixedBatchEvaluator", "NetConfig", "NetworkEvaluator", "PolicyValueNet", "inference_net",
-    "position_key", "resolve_device", "uniform_evaluator",
+    "PRECISIONS", "ConstantEvaluator", "FixedBatchEvaluator", "NetConfig", "NetworkEvaluator",
+    "PolicyValueNet", "inference_net", "position_key", "resolve_device", "uniform_evaluator",
 ]

@@ -15,6 +15,7 @@ from torch import nn
 
 from zeroloop.engine.games.base import Game, State
 from zeroloop.engine.nn.net import PolicyValueNet
+from zeroloop.engine.timing import PartTimer
 
 
 def resolve_device(device: str = "auto") -> torch.device:
@@ -145,11 +146,14 @@ class NetworkEvaluator:
     PyTorch runs CUDA convolutions in TF32 by default (10-bit mantissa; on an
     H100 the shipped net's priors moved by up to 4e-4 from the CPU's), so an
     fp32 evaluator turns TF32 off in its process (see :func:`ieee_fp32_on_cuda`).
+
+    ``timer``, when given, is charged each call's encoding and network parts
+    (:mod:`zeroloop.engine.timing`).
     """
 
     def __init__(self, game: Game, net: PolicyValueNet, device: str | torch.device = "auto", *,
-                 optimize: bool = True, precision: str = "fp32") -> None:
-        self.game = game
+                 optimize: bool = True, precision: str = "fp32", timer: PartTimer | None = None) -> None:
+        self.game, self.timer = game, timer
         self.device = resolve_device(device) if isinstance(device, str) else device
         self.precision = precision_name(precision, self.device)
         self.dtype = _DTYPES.get(self.precision, torch.float32)
@@ -165,7 +169,14 @@ class NetworkEvaluator:
             self._int8 = int8_runner(game, self.net if optimize else inference_net(net))
 
     def __call__(self, states: Sequence[State]) -> tuple[np.ndarray, np.ndarray]:
-        return self.evaluate_planes(self.game.encode(states))
+        timer = self.timer
+        planes = self.game.encode(states)
+        if timer is not None:
+            timer.lap("encoding")
+        answer = self.evaluate_planes(planes)
+        if timer is not None:
+            timer.lap("network")
+        return answer
 
     def _to_device(self, planes: np.ndarray) -> torch.Tensor:
         host = torch.from_numpy(planes)
@@ -200,6 +211,35 @@ def uniform_evaluator(game: Game):
     return evaluate
 
 
+class ConstantEvaluator:
+    """The network that costs nothing, to measure what the rest of self-play
+    costs: every position gets the same answer, uniform priors over all moves
+    (the search keeps the legal ones) and value 0, as :func:`uniform_evaluator`
+    gives. Called as :class:`NetworkEvaluator` is (the batch is encoded first,
+    as any network needs, and ``timer`` is charged the encoding and the
+    "network": filling the answer), so that behind a
+    :class:`FixedBatchEvaluator` self-play runs its own code path with only the
+    network's arithmetic taken out."""
+
+    def __init__(self, game: Game, *, timer: PartTimer | None = None) -> None:
+        self.game, self.timer = game, timer
+
+    def __call__(self, states: Sequence[State]) -> tuple[np.ndarray, np.ndarray]:
+        timer = self.timer
+        planes = self.game.encode(states)
+        if timer is not None:
+            timer.lap("encoding")
+        answer = self.evaluate_planes(planes)
+        if timer is not None:
+            timer.lap("network")
+        return answer
+
+    def evaluate_planes(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``[B, P, H, W]`` planes -> priors ``[B, A]`` (each ``1 / A``), values ``[B]`` (0)."""
+        n, actions = len(planes), self.game.num_actions
+        return np.full((n, actions), 1.0 / actions, np.float32), np.zeros(n, np.float32)
+
+
 def position_key(state: State) -> tuple:
     """What a game's ``encode`` reads of a state (the Game protocol's
     invariant): the stones, the last move and the side to move, and the
@@ -225,17 +265,21 @@ class FixedBatchEvaluator:
 
     Counters: ``requested`` positions asked for, ``hits`` answered from the
     cache, ``computed`` rows sent to the inner evaluator (padding included).
+    ``timer``, when given, is charged the cache and batching parts of each
+    call, and the inner call as network (an inner evaluator given the same
+    timer splits that further): :mod:`zeroloop.engine.timing`.
     """
 
     def __init__(self, inner: Callable[[Sequence[State]], tuple[np.ndarray, np.ndarray]], *, batch: int,
-                 cache: int = 0) -> None:
+                 cache: int = 0, timer: PartTimer | None = None) -> None:
         if batch < 1 or cache < 0:
             raise ValueError(f"batch={batch} must be >= 1 and cache={cache} >= 0")
-        self.inner, self.batch, self.capacity = inner, batch, cache
+        self.inner, self.batch, self.capacity, self.timer = inner, batch, cache, timer
         self._cache: OrderedDict[tuple, tuple[np.ndarray, float]] = OrderedDict()
         self.requested = self.hits = self.computed = 0
 
     def __call__(self, states: Sequence[State]) -> tuple[np.ndarray, np.ndarray]:
+        timer = self.timer
         n = len(states)
         self.requested += n
         todo: dict[tuple, list[int]] = {}  # key -> the rows that ask for it, in first-seen order
@@ -250,20 +294,36 @@ class FixedBatchEvaluator:
             else:
                 todo.setdefault(key, []).append(i)
         keys = list(todo)
+        if timer is not None:
+            timer.lap("cache")
         for start in range(0, len(keys), self.batch):
-            chunk = [states[todo[k][0]] for k in keys[start:start + self.batch]]
+            chunk_keys = keys[start:start + self.batch]
+            chunk = [states[todo[k][0]] for k in chunk_keys]
             m = len(chunk)
-            priors, values = self.inner(chunk + [chunk[-1]] * (self.batch - m))
+            padded = chunk + [chunk[-1]] * (self.batch - m)
+            if timer is not None:
+                timer.lap("batching")
+            priors, values = self.inner(padded)
+            if timer is not None:
+                timer.lap("network")
             self.computed += self.batch
-            for j, key in enumerate(keys[start:start + m]):
-                answers[key] = (priors[j], float(values[j]))
-                if self.capacity:
-                    self._cache[key] = answers[key]
+            got = [(priors[j], float(values[j])) for j in range(m)]
+            answers.update(zip(chunk_keys, got))
+            if timer is not None:
+                timer.lap("batching")
+            if self.capacity:
+                self._cache.update(zip(chunk_keys, got))
+                if timer is not None:
+                    timer.lap("cache")
         while len(self._cache) > self.capacity:
             self._cache.popitem(last=False)
+        if timer is not None:
+            timer.lap("cache")
         first = answers[position_key(states[0])][0] if n else np.zeros(0, np.float32)
         out_p = np.empty((n, len(first)), np.float32)
         out_v = np.empty(n, np.float32)
         for i, s in enumerate(states):
             out_p[i], out_v[i] = answers[position_key(s)]
+        if timer is not None:
+            timer.lap("batching")
         return out_p, out_v

@@ -29,6 +29,7 @@ from zeroloop.engine.search.config import SearchConfig
 from zeroloop.engine.search.kernels import exploration, improved_policy, sigma
 from zeroloop.engine.search.moves import considered_visits
 from zeroloop.engine.search.rollout import random_rollout
+from zeroloop.engine.timing import PartTimer
 
 #: An oracle: states -> (priors ``[B, A]`` over all actions, values ``[B]`` in
 #: [-1, 1] from each state's side to move). A network is one such oracle.
@@ -141,12 +142,17 @@ class BatchedMCTS:
     Use :meth:`set_root` to place a position in a slot, :meth:`search` to run
     ``config.simulations`` simulations in some slots at once, and
     :meth:`advance` after a move to keep the played subtree.
+
+    ``timer``, when given, is charged the search's parts (tree, rules,
+    batching, network: :mod:`zeroloop.engine.timing`); give the evaluator the
+    same one to split the network call further.
     """
 
     def __init__(self, game: Game, evaluator: Evaluator, config: SearchConfig,
                  num_slots: int, *, rng: np.random.Generator,
-                 pool_size: int | None = None) -> None:
+                 pool_size: int | None = None, timer: PartTimer | None = None) -> None:
         self.game, self.evaluator, self.config = game, evaluator, config
+        self.timer = timer
         self.num_slots = num_slots
         self.rng = rng
         # each slot draws its root noise and rollouts from its own generator (self-play gives every
@@ -193,14 +199,25 @@ class BatchedMCTS:
 
         Returns the new position. A finished game leaves the slot inactive.
         """
+        timer = self.timer
         state = self.game.apply(self.root_state(slot), action)
+        if timer is not None:
+            timer.lap("rules")
         if state.outcome is not None:
             self._active[slot] = False
-            return state
+        else:
+            self._keep_subtree(slot, action, state)
+        if timer is not None:
+            timer.lap("tree")
+        return state
+
+    def _keep_subtree(self, slot: int, action: int, state: State) -> None:
+        """Make ``state``, reached by ``action``, the root of ``slot``: its
+        subtree kept when reuse is on and it was expanded, else a fresh one."""
         child = self.tree.child[self.slots.root[slot], action]
         if not self.config.reuse_tree or child < 0 or self.tree.node_kind[child] != K.EXPANDED:
             self.set_root(slot, state)
-            return state
+            return
         start = slot * self.cap
         count = K.compact_subtree(self.tree, self.slots, slot, child, self._order)
         old = [self.states[i] for i in self._order[:count]]
@@ -210,7 +227,6 @@ class BatchedMCTS:
         self._noised[slot] = False
         if count + self.config.simulations > self.cap:
             self.set_root(slot, state)  # no room for a full search on top
-        return state
 
     # -- search ---------------------------------------------------------------
     def search(self, slots: Sequence[int], *, add_noise: bool = False,
@@ -220,6 +236,7 @@ class BatchedMCTS:
         ``add_noise`` mixes Dirichlet noise into each root's priors (once per
         root position). ``simulations`` defaults to the config's value.
         """
+        timer = self.timer
         slots_arr = np.asarray(slots, dtype=np.int64)
         sims = self.config.simulations if simulations is None else simulations
         if sims > self.cap - 1:
@@ -230,6 +247,8 @@ class BatchedMCTS:
             if self.slots.used[g] - g * self.cap + sims > self.cap:
                 self.set_root(int(g), self.root_state(int(g)))
         params = kernel_params(self.config, self_play=add_noise)
+        if timer is not None:
+            timer.lap("tree")
         self._expand_new_roots(slots_arr, params)
         if params.gumbel:
             self._start_halving(slots_arr, sims, add_noise)
@@ -247,17 +266,21 @@ class BatchedMCTS:
             if n:
                 parents = paths.nodes[np.arange(n), paths.length[:n] - 1]
                 actions = paths.actions[np.arange(n), paths.length[:n] - 1]
+                if timer is not None:
+                    timer.lap("tree")
                 self._evaluate_leaves(n, parents, actions, params)
         self.stats.simulations += sims * len(slots_arr)
         res = self._root_result(slots_arr)
         if params.gumbel:
-            return self._halving_result(slots_arr, res, params)
-        if params.forced_k > 0:  # the target without the playouts forcing put where PUCT would not have
+            res = self._halving_result(slots_arr, res, params)
+        elif params.forced_k > 0:  # the target without the playouts forcing put where PUCT would not have
             for j, g in enumerate(slots_arr):
                 root = self.slots.root[g]
                 scale = root_scale(self.tree.node_n[root], params)
                 kept = pruned_visits(res.visits[j], res.q[j], self.tree.prior[root], scale, params.forced_k)
                 res.policy[j] = kept / kept.sum()
+        if timer is not None:
+            timer.lap("tree")
         return res
 
     def _start_halving(self, slots: np.ndarray, sims: int, add_noise: bool) -> None:
@@ -312,26 +335,36 @@ class BatchedMCTS:
         terminal = np.zeros(len(fresh), np.bool_)
         K.expand_and_backup(self.tree, paths, params, len(fresh), terminal, values, priors, masks)
         self.stats.tree_s += time.perf_counter() - t1
+        if self.timer is not None:
+            self.timer.lap("tree")
 
     def _evaluate_states(self, states: list[State], slots: Sequence[int]):
         """Priors (masked, normalised), values and legal masks for live states
         (``slots[i]``: the slot ``states[i]`` belongs to)."""
-        game = self.game
+        game, timer = self.game, self.timer
         t0 = time.perf_counter()
         masks = np.stack([game.legal_mask(s) for s in states])
+        if timer is not None:
+            timer.lap("rules")
         t1 = time.perf_counter()
         priors, values = self.evaluator(states)
         t2 = time.perf_counter()
+        if timer is not None:  # what an evaluator given the timer did not charge itself
+            timer.lap("network")
         priors = np.where(masks, priors, 0.0).astype(np.float32)
         total = row_sums(priors)[:, None]
         uniform = masks / masks.sum(axis=1, keepdims=True)
         priors = np.where(total > 0, priors / np.maximum(total, 1e-30), uniform).astype(np.float32)
         values = np.asarray(values, dtype=np.float32).reshape(-1)
+        if timer is not None:
+            timer.lap("batching")
         if self.config.rollout_mix > 0:
             lam = self.config.rollout_mix
             z = np.array([random_rollout(game, s, self.slot_rng[g]) for s, g in zip(states, slots)],
                          np.float32)
             values = (1 - lam) * values + lam * z
+            if timer is not None:
+                timer.lap("rules")
         self.stats.rules_s += (t1 - t0) + (time.perf_counter() - t2)
         self.stats.network_s += t2 - t1
         self.stats.evaluations += len(states)
@@ -341,7 +374,7 @@ class BatchedMCTS:
     def _evaluate_leaves(self, n: int, parents: np.ndarray, actions: np.ndarray, params: K.Params) -> None:
         """Evaluate the ``n`` leaves the last step reserved (``self._paths``),
         reached from ``parents`` through ``actions``, and back them up."""
-        game, leaves, slot_of = self.game, self._paths.leaf, self._paths.slot
+        game, leaves, slot_of, timer = self.game, self._paths.leaf, self._paths.slot, self.timer
         t0 = time.perf_counter()
         terminal = np.zeros(n, dtype=np.bool_)
         values = np.zeros(n, dtype=np.float32)
@@ -360,12 +393,18 @@ class BatchedMCTS:
         priors = np.zeros((n, A), dtype=np.float32)
         masks = np.zeros((n, A), dtype=np.bool_)
         self.stats.rules_s += time.perf_counter() - t0
+        if timer is not None:
+            timer.lap("rules")
         if live_states:
             p, v, m = self._evaluate_states(live_states, live_slots)
             priors[live_idx], values[live_idx], masks[live_idx] = p, v, m
+            if timer is not None:
+                timer.lap("batching")
         t1 = time.perf_counter()
         K.expand_and_backup(self.tree, self._paths, params, n, terminal, values, priors, masks)
         self.stats.tree_s += time.perf_counter() - t1
+        if timer is not None:
+            timer.lap("tree")
 
     def _add_noise(self, slot: int) -> None:
         root, prior = self.slots.root[slot], self.tree.prior
