@@ -9,9 +9,9 @@ from zeroloop.engine.nn.inference import (
     resolve_device,
     uniform_evaluator,
 )
-from zeroloop.engine.nn.net import NetConfig, PolicyValueNet
+from zeroloop.engine.nn.net import NET_KINDS, NetConfig, PolicyValueNet, flops_per_position
 
 __all__ = [
-    "PRECISIONS", "FixedBatchEvaluator", "NetConfig", "NetworkEvaluator", "PolicyValueNet", "inference_net",
-    "position_key", "resolve_device", "uniform_evaluator",
+    "NET_KINDS", "PRECISIONS", "FixedBatchEvaluator", "NetConfig", "NetworkEvaluator", "PolicyValueNet",
+    "flops_per_position", "inference_net", "position_key", "resolve_device", "uniform_evaluator",
 ]
