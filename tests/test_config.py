@@ -94,6 +94,11 @@ def test_a_preset_with_a_bad_key_names_the_preset_file(tmp_path):
      "notebook; its code is at commit cdcab39 (delete the line)"),
     ({"evaluate": {"solver_positions": 5}},
      "unknown key 'evaluate.solver_positions'; renamed to 'evaluate.positions_per_group'"),
+    ({"net": {"kind": "transformer"}},
+     "net.kind: Input should be 'resnet', 'gpool' or 'mlp' (got 'transformer')"),
+    ({"net": {"kind": "mlp", "blocks": 3}},
+     "net: net.blocks=3 does not apply to net.kind 'mlp', shaped by net.hidden and net.layers; leave it out"),
+    ({"net": {"hidden": 256}}, "net.hidden=256 does not apply to net.kind 'resnet'"),
 ])
 def test_bad_params_name_the_key_and_what_is_allowed(data, expected):
     with pytest.raises(ParamsError) as err:
@@ -170,6 +175,8 @@ def test_params_values_reach_the_library_objects():
     assert schedule.temperature_at(2) == 0.5 and schedule.temperature_at(3) == 0
     train = p.train.config()
     assert (train.optimizer, train.lr_schedule, train.batch_size) == ("sgd", "step", 8)
+    net = parse_params({"net": {"kind": "mlp", "hidden": 128, "layers": 2}}).net.config()
+    assert (net.kind, net.hidden, net.layers) == ("mlp", 128, 2)
     assert p.sprt() is not None  # on by default
     assert parse_params({"gate": {"sprt": {"enabled": False}}}).sprt() is None
     # the test's hypotheses straddle the gate's threshold: 60% is +70.4 Elo, width 20 puts them at 60.4, 80.4
