@@ -321,3 +321,16 @@ def test_int8_of_each_kind_answers_close_to_fp32_with_its_hidden_layers_quantise
     np.testing.assert_allclose(p8, p32, atol=0.08)
     np.testing.assert_allclose(v8, v32, atol=0.2)
     assert np.mean(p8.argmax(1) == p32.argmax(1)) >= 0.9
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_kind_answers_on_cuda_as_on_the_cpu(kind, precision):
+    game, net = _kind_net(kind, "connect4")
+    x = _planes(game, 64, 4)
+    ref_p, ref_v = NetworkEvaluator(game, net, "cpu").evaluate_planes(x)
+    p, v = NetworkEvaluator(game, net, "cuda", precision=precision).evaluate_planes(x)
+    tol = 1e-4 if precision == "fp32" else 0.05
+    np.testing.assert_allclose(p, ref_p, atol=tol)
+    np.testing.assert_allclose(v, ref_v, atol=2 * tol)
