@@ -136,6 +136,21 @@ def test_fingerprint_ignores_generations_and_runtime_but_not_search():
     assert base.fingerprint() != parse_params({"runtime": {"precision": "bf16"}}).fingerprint()
 
 
+def test_a_resnet_runs_fingerprint_is_what_it_was_before_the_net_kinds():
+    """The MLflow run of a pipeline is found by its fingerprint: the keys that
+    shape another kind of net (and a resnet's kind) are left out of it, so a
+    resnet run made before the kinds is found again; the kinds and their
+    shapes tell runs apart."""
+    import hashlib
+    import json
+
+    before = {"net": {"blocks": 5, "channels": 64, "value_hidden": 64, "ownership": False}}
+    assert parse_params({}).fingerprint("net") == hashlib.sha256(
+        json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
+    nets = [{}, {"kind": "gpool"}, {"kind": "mlp"}, {"kind": "mlp", "hidden": 256}, {"blocks": 3}]
+    assert len({parse_params({"net": n}).fingerprint() for n in nets}) == len(nets)
+
+
 def test_full_dump_round_trips_with_quoted_generation_keys():
     p = parse_params({"game": "tictactoe", "generations": {"1": {"prev": 0}, "2": {"prev": 1}}})
     data = p.to_yaml_data()
