@@ -135,3 +135,8 @@ def test_a_key_of_another_kinds_shape_is_refused(kind, changes, message):
         NetConfig(kind=kind, **changes)
     with pytest.raises(ValueError, match="net.kind='cnn': must be one of 'resnet', 'gpool', 'mlp'"):
         NetConfig(kind="cnn")
+
+
+def test_the_interface_itself_is_not_a_net():
+    with pytest.raises(TypeError, match=r"PolicyValueNet.for_game\(game, config\)"):
+        PolicyValueNet(6, 7, 7, NetConfig())

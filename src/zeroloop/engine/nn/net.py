@@ -123,6 +123,9 @@ class PolicyValueNet(nn.Module):
 
     def __init__(self, rows: int, cols: int, num_actions: int, config: NetConfig, planes: int = NUM_PLANES
                  ) -> None:
+        if type(self) is PolicyValueNet:
+            raise TypeError("PolicyValueNet is what every kind of net has: build one with "
+                            "PolicyValueNet.for_game(game, config), which makes the kind config.kind names")
         super().__init__()
         self.rows, self.cols, self.num_actions, self.config = rows, cols, num_actions, config
         self.planes = planes
