@@ -236,7 +236,7 @@ def main() -> None:
     print("machine: " + summary_line(describe("cpu", "auto"), "auto"))  # what auto picks here
     if a.isa != "native":
         print(emulation_line(a.isa))
-    print(f"model {model} ({game.name}, {net.config.blocks}x{net.config.channels}), 1 torch thread, "
+    print(f"model {model} ({game.name}, {net.config.shape}), 1 torch thread, "
           f"{a.seconds:g} s per measurement")
     base_p, base_v = torch_infer(net)(planes)
     base_speed: dict[int, float] = {}

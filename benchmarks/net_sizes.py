@@ -1,9 +1,12 @@
-"""What a bigger residual net costs on this CPU, measured in one run: the
-self-play network call (BatchNorm folded, at the pipeline's precision, a batch
-of ``selfplay.eval_batch`` positions) and a training step (Adam, channels-last
-as the trainer runs it, a batch of ``train.batch_size``), each as a ratio to
-the first net listed. An ablation of net size at an equal CPU budget sets its
-game count from these ratios (docs/strength.md, round 13).
+"""What a net costs on this CPU, measured in one run: the self-play network
+call (BatchNorm folded, at the pipeline's precision, a batch of
+``selfplay.eval_batch`` positions) and a training step (Adam, channels-last
+where the trainer uses it, a batch of ``train.batch_size``), per net as
+positions/s, training samples/s and FLOPs per position (counted, not timed),
+and each as a ratio to the first net listed. An ablation of net size at an
+equal CPU budget sets its game count from these ratios (docs/strength.md,
+round 13); the families of ``net.kind`` (resnet, gpool, mlp) are compared the
+same way (docs/speed.md).
 
 The network call is self-play's own (:class:`~zeroloop.engine.nn.inference.NetworkEvaluator`),
 the step the trainer's loss (:func:`~zeroloop.pipeline.training.module.alphazero_loss`), on
@@ -12,6 +15,9 @@ the net's own self-play positions (int8 calibration's
 
     python benchmarks/net_sizes.py [--nets 5x64,6x96,10x64,8x64,6x80] [--game connect4]
         [--batch 32] [--train-batch 512] [--seconds 4] [--precision auto|fp32|bf16|int8]
+
+A net is ``BLOCKSxCHANNELS`` (a resnet), ``gpool:BLOCKSxCHANNELS`` or
+``mlp:LAYERSxHIDDEN``; the families of issue 51: ``--nets 5x64,gpool:3x32,mlp:3x512``.
 """
 
 from __future__ import annotations
@@ -33,13 +39,20 @@ def _timed(fn, seconds: float) -> float:
             return took / calls
 
 
-def parse_nets(text: str) -> list[tuple[int, int]]:
+def parse_nets(text: str) -> list[dict]:
+    """``[KIND:]AxB,...`` -> the ``net`` keys of each (A x B: blocks x channels, an MLP's layers x
+    hidden)."""
     nets = []
     for item in text.split(","):
-        blocks, sep, channels = item.strip().partition("x")
-        if not (sep and blocks.isdigit() and channels.isdigit() and int(blocks) > 0 and int(channels) > 0):
-            raise argparse.ArgumentTypeError(f"--nets {item!r}: write BLOCKSxCHANNELS, e.g. 5x64")
-        nets.append((int(blocks), int(channels)))
+        kind, colon, shape = item.strip().rpartition(":")
+        kind = kind if colon else "resnet"
+        a, sep, b = shape.partition("x")
+        if not (kind in ("resnet", "gpool", "mlp") and sep and a.isdigit() and b.isdigit() and int(a) > 0
+                and int(b) > 0):
+            raise argparse.ArgumentTypeError(f"--nets {item!r}: write BLOCKSxCHANNELS (e.g. 5x64), "
+                                             "gpool:BLOCKSxCHANNELS or mlp:LAYERSxHIDDEN")
+        keys = ("layers", "hidden") if kind == "mlp" else ("blocks", "channels")
+        nets.append({"kind": kind, keys[0]: int(a), keys[1]: int(b)})
     return nets
 
 
@@ -47,8 +60,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nets", type=parse_nets, default=parse_nets("5x64,6x96,10x64,8x64,6x80"),
-                    help="BLOCKSxCHANNELS,... (the first is the baseline of the ratios; default "
-                         "5x64,6x96,10x64,8x64,6x80)")
+                    help="[KIND:]AxB,... (the first is the baseline of the ratios; default "
+                         "5x64,6x96,10x64,8x64,6x80; the families: 5x64,gpool:3x32,mlp:3x512)")
     ap.add_argument("--game", default="connect4")
     ap.add_argument("--value-hidden", type=int, default=64, help="net.value_hidden (default 64)")
     ap.add_argument("--batch", type=int, default=32, help="positions a network call (selfplay.eval_batch)")
@@ -67,28 +80,32 @@ def main() -> None:
     from zeroloop.engine.nn.inference import NetworkEvaluator, inference_net
     from zeroloop.engine.nn.int8 import calibration_planes
     from zeroloop.engine.nn.machine import describe, summary_line
-    from zeroloop.engine.nn.net import NetConfig, PolicyValueNet
-    from zeroloop.pipeline.training.module import alphazero_loss
+    from zeroloop.engine.nn.net import NetConfig, PolicyValueNet, flops_per_position
+    from zeroloop.pipeline.training.config import TrainConfig
+    from zeroloop.pipeline.training.module import alphazero_loss, channels_last_on
 
     game = make_game(a.game)
     print(f"machine: {summary_line(describe('cpu', a.precision), a.precision)}; 1 torch thread; "
-          f"network call: batch {a.batch}; training step: fp32 channels-last, batch {a.train_batch}")
+          f"network call: batch {a.batch}; training step: fp32, channels-last where the trainer uses it "
+          f"(convolutions), batch {a.train_batch}")
     rows = []
-    for blocks, channels in a.nets:
+    for keys in a.nets:
         torch.manual_seed(0)
-        net = PolicyValueNet.for_game(game, NetConfig(blocks=blocks, channels=channels,
-                                                      value_hidden=a.value_hidden))
+        config = NetConfig(**keys, value_hidden=a.value_hidden)
+        net = PolicyValueNet.for_game(game, config)
+        flops = flops_per_position(net)
         # self-play's own network call (BatchNorm folded, at the precision asked, softmax priors)
         evaluator = NetworkEvaluator(game, net, "cpu", precision=a.precision)
         planes = calibration_planes(game, inference_net(net), a.batch)
         infer = _timed(lambda e=evaluator, x=planes: e.evaluate_planes(x), a.seconds)
 
-        # a training step as the trainer takes it: channels-last, the AlphaZero loss with L2, Adam
-        net = net.train().to(memory_format=torch.channels_last)
+        # a training step as the trainer takes it: its layout, the AlphaZero loss with L2, Adam
+        nhwc = channels_last_on(TrainConfig(), "cpu", net)
+        layout = torch.channels_last if nhwc else torch.contiguous_format
+        net = net.train().to(memory_format=layout)
         opt = torch.optim.Adam(net.parameters(), lr=1e-3)
         reps = -(-a.train_batch // len(planes))
-        x = torch.from_numpy(np.repeat(planes, reps, axis=0)[:a.train_batch]).contiguous(
-            memory_format=torch.channels_last)
+        x = torch.from_numpy(np.repeat(planes, reps, axis=0)[:a.train_batch]).contiguous(memory_format=layout)
         with torch.no_grad():
             pi, z = (t.float() for t in evaluator.net(x.to(evaluator.dtype)))
         pi, z = torch.softmax(pi, dim=1), z.clamp(-1, 1)
@@ -101,15 +118,17 @@ def main() -> None:
             o.step()
         train = _timed(step, a.seconds)
         size = sum(p.numel() for p in params)
-        rows.append((f"{blocks}x{channels}", size, infer, train))
-        print(f"{blocks}x{channels}: {size / 1e6:.2f} M parameters, network call {infer * 1e3:.2f} ms, "
-              f"training step {train * 1e3:.0f} ms", flush=True)
+        rows.append((config.shape, size, flops, infer, train))
+        print(f"{config.shape}: {size / 1e6:.2f} M parameters, {flops / 1e6:.2f} MFLOP a position, "
+              f"network call {infer * 1e3:.2f} ms ({a.batch / infer:,.0f} positions/s), "
+              f"training step {train * 1e3:.0f} ms ({a.train_batch / train:,.0f} samples/s)", flush=True)
     base = rows[0]
     print(f"\nratio to {base[0]} (this run):")
-    print("| net | parameters | network call | training step |")
-    print("|---|---|---|---|")
-    for name, params, infer, train in rows:
-        print(f"| {name} | {params / base[1]:.2f}x | {infer / base[2]:.2f}x | {train / base[3]:.2f}x |")
+    print("| net | parameters | FLOPs a position | network call | training step |")
+    print("|---|---|---|---|---|")
+    for name, params, flops, infer, train in rows:
+        print(f"| {name} | {params / base[1]:.2f}x | {flops / base[2]:.3f}x | {infer / base[3]:.2f}x "
+              f"| {train / base[4]:.2f}x |")
 
 
 if __name__ == "__main__":

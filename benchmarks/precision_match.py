@@ -56,7 +56,7 @@ def main() -> None:
     s = m.score
     lo, hi = paired_interval(m.pair_scores())
     wall = time.perf_counter() - t0
-    print(f"model {model} ({game.name}, {net.config.blocks}x{net.config.channels}), {a.sims} simulations a "
+    print(f"model {model} ({game.name}, {net.config.shape}), {a.sims} simulations a "
           f"move, {a.opening_plies} random opening plies, {len(m.games)} games in {wall:.0f} s")
     print(f"{one.name} against {two.name}: score {s.score:.1%} (95% interval {lo:.1%} to {hi:.1%}), "
           f"{s.wins} wins, {s.draws} draws, {s.losses} losses; "

@@ -47,6 +47,18 @@ def test_analyse_with_a_model_file(tmp_path):
     assert "occupied" in b["error"]
 
 
+def test_analyse_with_a_model_file_of_another_kind(tmp_path):
+    """An MLP's model file plays as a resnet's does: nothing to say on the command line."""
+    game = make_game("tictactoe")
+    torch.manual_seed(0)
+    path = tmp_path / "mlp.pt"
+    save_model(path, PolicyValueNet.for_game(game, NetConfig(kind="mlp", hidden=16, layers=2)), game)
+    out = run_cli("analyse", "--game", "tictactoe", "--model", str(path), "--sims", "50", stdin="152\n")
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout)
+    assert answer["move"] == "3" and sum(answer["visits"].values()) == 50
+
+
 def test_analyse_bad_arguments_exit_2_with_a_message(tmp_path):
     out = run_cli("analyse", "--game", "chess")
     assert out.returncode == 2 and "unknown game 'chess'" in out.stderr

@@ -94,6 +94,11 @@ def test_a_preset_with_a_bad_key_names_the_preset_file(tmp_path):
      "notebook; its code is at commit cdcab39 (delete the line)"),
     ({"evaluate": {"solver_positions": 5}},
      "unknown key 'evaluate.solver_positions'; renamed to 'evaluate.positions_per_group'"),
+    ({"net": {"kind": "transformer"}},
+     "net.kind: Input should be 'resnet', 'gpool' or 'mlp' (got 'transformer')"),
+    ({"net": {"kind": "mlp", "blocks": 3}},
+     "net: net.blocks=3 does not apply to net.kind 'mlp', shaped by net.hidden and net.layers; leave it out"),
+    ({"net": {"hidden": 256}}, "net.hidden=256 does not apply to net.kind 'resnet'"),
 ])
 def test_bad_params_name_the_key_and_what_is_allowed(data, expected):
     with pytest.raises(ParamsError) as err:
@@ -129,6 +134,21 @@ def test_fingerprint_ignores_generations_and_runtime_but_not_search():
     assert base.fingerprint() == more.fingerprint()
     assert base.fingerprint() != other.fingerprint()
     assert base.fingerprint() != parse_params({"runtime": {"precision": "bf16"}}).fingerprint()
+
+
+def test_a_resnet_runs_fingerprint_is_what_it_was_before_the_net_kinds():
+    """The MLflow run of a pipeline is found by its fingerprint: the keys that
+    shape another kind of net (and a resnet's kind) are left out of it, so a
+    resnet run made before the kinds is found again; the kinds and their
+    shapes tell runs apart."""
+    import hashlib
+    import json
+
+    before = {"net": {"blocks": 5, "channels": 64, "value_hidden": 64, "ownership": False}}
+    assert parse_params({}).fingerprint("net") == hashlib.sha256(
+        json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
+    nets = [{}, {"kind": "gpool"}, {"kind": "mlp"}, {"kind": "mlp", "hidden": 256}, {"blocks": 3}]
+    assert len({parse_params({"net": n}).fingerprint() for n in nets}) == len(nets)
 
 
 def test_full_dump_round_trips_with_quoted_generation_keys():
@@ -170,6 +190,8 @@ def test_params_values_reach_the_library_objects():
     assert schedule.temperature_at(2) == 0.5 and schedule.temperature_at(3) == 0
     train = p.train.config()
     assert (train.optimizer, train.lr_schedule, train.batch_size) == ("sgd", "step", 8)
+    net = parse_params({"net": {"kind": "mlp", "hidden": 128, "layers": 2}}).net.config()
+    assert (net.kind, net.hidden, net.layers) == ("mlp", 128, 2)
     assert p.sprt() is not None  # on by default
     assert parse_params({"gate": {"sprt": {"enabled": False}}}).sprt() is None
     # the test's hypotheses straddle the gate's threshold: 60% is +70.4 Elo, width 20 puts them at 60.4, 80.4

@@ -230,3 +230,107 @@ def test_auto_precision_is_fp32_on_a_gpu_even_where_bf16_is_native(monkeypatch):
     assert precision_name("auto", torch.device("cuda")) == "fp32"
     assert precision_name("auto", torch.device("cuda:1")) == "fp32"
     assert precision_name("bf16", torch.device("cuda")) == "bf16"  # still there when asked for
+
+
+# The other kinds of net (net.kind): the same promises as the resnet's.
+
+KINDS = {"gpool": NetConfig(kind="gpool", blocks=2, channels=16, value_hidden=16),
+         "mlp": NetConfig(kind="mlp", hidden=64, layers=3, value_hidden=16)}
+
+
+def _kind_net(kind, name, seed=0):
+    game = make_game(name)
+    torch.manual_seed(seed)
+    net = PolicyValueNet.for_game(game, KINDS[kind])
+    for m in net.modules():  # trained-looking BatchNorm statistics, so that folding has work to do
+        if isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.2, 0.2)
+    return game, net.eval()
+
+
+@pytest.mark.parametrize("name", ["connect4", "othello-6x6", "go-5"])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_kind_folds_its_batchnorm_and_answers_as_the_trained_net(kind, name):
+    from zeroloop.engine.nn import inference_net
+
+    game, net = _kind_net(kind, name)
+    folded = inference_net(net)
+    assert not any(isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)) for m in folded.modules())
+    x = _planes(game, 64, 0)
+    p0, v0 = NetworkEvaluator(game, net, "cpu", optimize=False).evaluate_planes(x)
+    p1, v1 = NetworkEvaluator(game, net, "cpu").evaluate_planes(x)
+    np.testing.assert_allclose(p1, p0, atol=1e-5)
+    np.testing.assert_allclose(v1, v0, atol=1e-5)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_kinds_answer_does_not_depend_on_the_rest_of_the_batch(kind, precision):
+    game, net = _kind_net(kind, "connect4")
+    ev = NetworkEvaluator(game, net, "cpu", precision=precision)
+    x = _planes(game, 48, 1)
+    batch = 16
+    alone = []
+    for j in range(len(x)):
+        b = np.zeros((batch,) + x.shape[1:], np.float32)
+        b[0] = x[j]
+        p, v = ev.evaluate_planes(b)
+        alone.append((p[0].tobytes(), float(v[0])))
+    rng = np.random.default_rng(2)
+    for _ in range(20):
+        idx = rng.choice(len(x), batch, replace=True)
+        p, v = ev.evaluate_planes(x[idx])
+        for r, j in enumerate(idx):
+            assert (p[r].tobytes(), float(v[r])) == alone[j]
+
+
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_int8_of_each_kind_answers_close_to_fp32_with_its_hidden_layers_quantised(kind, monkeypatch):
+    """Every convolution and linear map of the stem and the trunk (the MLP's
+    hidden layers, the gpool block's pooling map) reads int8 inputs, weights
+    and int32 biases; the heads' weights stay float32; the answers move, not
+    far."""
+    import onnx
+
+    from zeroloop.engine.nn import inference_net
+    from zeroloop.engine.nn.int8 import calibration_planes, export_onnx, quantize
+
+    monkeypatch.setenv("ZEROLOOP_CACHE", "off")
+    game, net = _kind_net(kind, "connect4")
+    folded = inference_net(net)
+    planes = calibration_planes(game, folded, 64)
+    graph = onnx.load_from_string(quantize(export_onnx(folded, planes), planes)).graph
+    made_by = {out: node.op_type for node in graph.node for out in node.output}
+    layers = [n for n in graph.node if n.op_type in ("Conv", "Gemm")]
+    trunk = [n for n in layers if n.name.startswith(("/stem", "/trunk"))]
+    # mlp: its 3 layers; gpool: the stem, 2 blocks of 2 and the pooling block's convolution and map
+    expected = {"mlp": 3, "gpool": 1 + 2 * 2 + 2}[kind]
+    assert len(trunk) == expected, [n.name for n in trunk]
+    for layer in trunk:
+        assert [made_by.get(x) for x in layer.input] == ["DequantizeLinear"] * 3, layer.name
+    for layer in layers:
+        if layer not in trunk:
+            assert made_by.get(layer.input[1]) is None, layer.name
+    x = _planes(game, 128, 5)
+    p32, v32 = NetworkEvaluator(game, net, "cpu").evaluate_planes(x)
+    p8, v8 = NetworkEvaluator(game, net, "cpu", precision="int8").evaluate_planes(x)
+    assert not np.array_equal(p8, p32)
+    np.testing.assert_allclose(p8, p32, atol=0.08)
+    np.testing.assert_allclose(v8, v32, atol=0.2)
+    assert np.mean(p8.argmax(1) == p32.argmax(1)) >= 0.9
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("kind", sorted(KINDS))
+def test_each_kind_answers_on_cuda_as_on_the_cpu(kind, precision):
+    game, net = _kind_net(kind, "connect4")
+    x = _planes(game, 64, 4)
+    ref_p, ref_v = NetworkEvaluator(game, net, "cpu").evaluate_planes(x)
+    p, v = NetworkEvaluator(game, net, "cuda", precision=precision).evaluate_planes(x)
+    tol = 1e-4 if precision == "fp32" else 0.05
+    np.testing.assert_allclose(p, ref_p, atol=tol)
+    np.testing.assert_allclose(v, ref_v, atol=2 * tol)

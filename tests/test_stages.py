@@ -3,6 +3,7 @@
 import subprocess
 import sys
 
+import torch
 import yaml
 
 from zeroloop.pipeline.params import parse_params
@@ -121,3 +122,33 @@ def test_an_unwritable_output_folder_stops_the_stage_before_any_work(tmp_path):
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "reports/: cannot write here" in out.stderr and "nothing was run" in out.stderr
     assert not (tmp_path / "data/gen_1").exists() and not (tmp_path / "data/.partial").exists()
+
+
+def test_the_stage_chain_runs_with_an_mlp(tmp_path, mlflow_db):
+    """init, self-play (int8 where the CPU has it, as the default precision
+    picks), training and the gate with ``net.kind: mlp``: every model file of
+    the chain is an MLP's, with its kind in the header."""
+    import os
+
+    from zeroloop.engine.nn.net import MLPNet
+    from zeroloop.pipeline.data.storage import load_model, read_model_header
+
+    net = {"kind": "mlp", "hidden": 16, "layers": 2, "value_hidden": 8}
+    _full(tmp_path, net=net, gate={"games": 2, "simulations": 4, "sprt": {"enabled": False}})
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
+    for args in (["init"], ["selfplay", "--gen", "1", "--prev", "0"], ["train", "--gen", "1", "--prev", "0"],
+                 ["gate", "--gen", "1", "--prev", "0"]):
+        out = subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300, env=env)
+        assert out.returncode == 0, out.stderr
+        if args == ["init"]:
+            assert "random mlp 2x16 network" in out.stdout + out.stderr
+    models = tmp_path / "models/generations"
+    for path in (models / "gen_0/best.pt", models / "gen_1/candidate.pt", models / "gen_1/best.pt"):
+        assert read_model_header(path)["net"] == net
+        assert type(load_model(path)[0]) is MLPNet
+    trained, _, meta = load_model(models / "gen_1/candidate.pt")
+    assert meta["generation"] == 1
+    first, _, _ = load_model(models / "gen_0/best.pt")
+    pairs = zip(first.state_dict().values(), trained.state_dict().values())
+    assert any(not torch.equal(a, b) for a, b in pairs)

@@ -295,3 +295,28 @@ def test_channels_last_applies_on_the_cpu_only():
     assert not channels_last_on(TrainConfig(channels_last=False), "cpu")
     assert not channels_last_on(TrainConfig(), lightning_device("cuda")[0])
     assert not channels_last_on(TrainConfig(), lightning_device("cuda:1")[0])
+    game = make_game("tictactoe")
+    mlp = PolicyValueNet.for_game(game, NetConfig(kind="mlp", hidden=16, layers=2))
+    gpool = PolicyValueNet.for_game(game, NetConfig(kind="gpool", blocks=1, channels=8))
+    assert not channels_last_on(TrainConfig(), "cpu", mlp)  # it flattens the planes: no convolutions
+    assert channels_last_on(TrainConfig(), "cpu", gpool)
+
+
+@pytest.mark.parametrize("config", [NetConfig(kind="gpool", blocks=2, channels=16, value_hidden=16),
+                                    NetConfig(kind="mlp", hidden=64, layers=3, value_hidden=16)],
+                         ids=lambda c: c.kind)
+def test_each_kind_of_net_learns_through_the_real_lightning_fit(tictactoe_data, config):
+    """The trainer assumes nothing of the layers: the loss falls, with L2 and
+    AdamW's decay on the weight matrices only, and the net comes back in eval
+    mode on the CPU, in the default layout."""
+    game, data = tictactoe_data
+    torch.manual_seed(0)
+    net = PolicyValueNet.for_game(game, config)
+    before = _mean_loss(net, data)
+    losses = fit_network(net, game, data, TrainConfig(epochs=6, lr=3e-3, batch_size=32, optimizer="adamw",
+                                                      weight_decay=1e-4, decay_norm_and_bias=False),
+                         seed=0, device="cpu", progress=False)
+    after = _mean_loss(net, data)
+    assert after < before - 0.1, (before, after)
+    assert math.isfinite(losses["train/loss_epoch"])
+    assert not net.training and all(t.is_contiguous() for t in net.state_dict().values())

@@ -10,9 +10,10 @@ from zeroloop.engine.nn.inference import (
     resolve_device,
     uniform_evaluator,
 )
-from zeroloop.engine.nn.net import NetConfig, PolicyValueNet
+from zeroloop.engine.nn.net import NET_KINDS, NetConfig, PolicyValueNet, flops_per_position
 
 __all__ = [
-    "PRECISIONS", "ConstantEvaluator", "FixedBatchEvaluator", "NetConfig", "NetworkEvaluator",
-    "PolicyValueNet", "inference_net", "position_key", "resolve_device", "uniform_evaluator",
+    "NET_KINDS", "PRECISIONS", "ConstantEvaluator", "FixedBatchEvaluator", "NetConfig", "NetworkEvaluator",
+    "PolicyValueNet", "flops_per_position", "inference_net", "position_key", "resolve_device",
+    "uniform_evaluator",
 ]

@@ -1,15 +1,16 @@
 """The inference net in int8 on the CPU: ONNX Runtime static quantisation
 (``runtime.precision: int8``).
 
-The network's trunk (the stem and every residual block: all but a few per
-cent of its arithmetic) runs in 8-bit integers; the policy and value heads stay
-in float32. Static means the activations' scales are fixed in advance, from
-positions the model reaches in its own games (:func:`calibration_planes`), so
-a position's answer does not depend on the rest of its batch. Weights are
-quantised per output channel to 7 bits (``reduce_range``): then no sum of two
-8-bit products can overflow the 16-bit step that CPUs without VNNI (AVX2,
-AVX-512 before VNNI) take, and the integer part gives the same numbers on
-every x86 CPU.
+The network's trunk (its ``stem`` and ``trunk`` modules, whatever the kind:
+the resnet's stem and residual blocks, global-pooling blocks included, or the
+MLP's hidden layers; all but a few per cent of its arithmetic) runs in 8-bit
+integers; the policy and value heads stay in float32. Static means the
+activations' scales are fixed in advance, from positions the model reaches in
+its own games (:func:`calibration_planes`), so a position's answer does not
+depend on the rest of its batch. Weights are quantised per output channel to
+7 bits (``reduce_range``): then no sum of two 8-bit products can overflow the
+16-bit step that CPUs without VNNI (AVX2, AVX-512 before VNNI) take, and the
+integer part gives the same numbers on every x86 CPU.
 
 Why ONNX Runtime rather than PyTorch's own int8 (fbgemm / oneDNN): on the same
 CPU (a Zen 4), at the self-play batch, it ran 3.5x eager fp32 against 2.2x,
@@ -35,7 +36,8 @@ import torch
 from zeroloop.engine.games.base import Game
 from zeroloop.engine.nn.net import PolicyValueNet
 
-#: parts of the exported graph quantised (node names start with the module's path)
+#: parts of the exported graph quantised (node names start with the module's path: every kind of
+#: net names its layers before the heads ``stem`` and ``trunk``, see :mod:`zeroloop.engine.nn.net`)
 TRUNK = ("/stem", "/trunk")
 
 

@@ -1,8 +1,10 @@
 """Files on disk: atomic writes, model files and data shards, each with metadata and a checksum.
 
 A model file is ``MAGIC`` + one JSON header line + a torch payload. The header
-names the game, the network shape, the payload's length and SHA-256, and any
-extra metadata; loading checks all of it and names the file in every error.
+names the game, the network's kind and shape (``net``: :meth:`NetConfig.to_dict`;
+no ``kind`` is a resnet, as every file made before the kinds), the payload's
+length and SHA-256, and any extra metadata; loading checks all of it and names
+the file in every error.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 import torch
 
 from zeroloop.engine.games import Game, make_game
-from zeroloop.engine.nn.net import NetConfig, PolicyValueNet
+from zeroloop.engine.nn.net import NET_KINDS, NetConfig, PolicyValueNet
 
 MODEL_MAGIC = b"ZEROLOOP-MODEL 1\n"
 
@@ -147,6 +149,10 @@ def load_model(path: str | os.PathLike, game: Game | None = None
     if game is not None and header["game"] != game.name:
         raise ValueError(f"{path}: model is for {header['game']!r}, not {game.name!r}")
     game = game or make_game(header["game"])
+    kind = header["net"].get("kind", "resnet")  # a file without a kind holds a resnet (made before kinds)
+    if kind not in NET_KINDS:
+        raise DamagedFileError(f"{path}: a network of kind {kind!r}, which this version does not know "
+                               f"(it knows {', '.join(NET_KINDS)})")
     try:
         config = NetConfig(**header["net"])
     except TypeError:  # a key of an option that left the code (net.opponent_policy: issue 50)
@@ -154,6 +160,8 @@ def load_model(path: str | os.PathLike, game: Game | None = None
         raise DamagedFileError(f"{path}: made with network options this version no longer has "
                                f"({', '.join(gone)}; removed in issue 50, the code that reads it is at "
                                "commit cdcab39)") from None
+    except ValueError as exc:
+        raise DamagedFileError(f"{path}: damaged network shape ({exc})") from None
     net = PolicyValueNet.for_game(game, config)
     state = torch.load(io.BytesIO(payload), map_location="cpu", weights_only=True)
     try:

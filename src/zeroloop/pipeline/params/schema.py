@@ -410,6 +410,9 @@ class Params(_Section):
         when none are named): identifies what produced a file or a run."""
         names = sections or ("game", "seed", "net", "mcts", "selfplay", "train", "gate", "evaluate")
         data = {k: _plain(getattr(self, k)) for k in names}
+        if "net" in data:  # the keys that shape this kind of net: a resnet's match those before the kinds
+            shaping = self.net.config().to_dict()
+            data["net"] = {k: v for k, v in data["net"].items() if k in shaping or k == "ownership"}
         if not sections and self.runtime.precision != "fp32":  # fp32 left out: older fingerprints still match
             data["precision"] = self.runtime.precision
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

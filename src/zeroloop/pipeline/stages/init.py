@@ -9,5 +9,5 @@ from zeroloop.pipeline.stages.common import LAYOUT, say
 
 def run(p: Params) -> None:
     summary = init_step(p, LAYOUT)
-    say("init", f"{p.game}: random {p.net.blocks}x{p.net.channels} network ({summary['weights']:,} weights) "
+    say("init", f"{p.game}: random {p.net.config().shape} network ({summary['weights']:,} weights) "
                 f"-> {LAYOUT.model(0)}")

@@ -119,7 +119,8 @@ class AlphaZeroModule(pl.LightningModule):
         self._gen = torch.Generator().manual_seed(seed)
         self._decayed = decayed_parameters(net, optim.decay_norm_and_bias)
         self.average: WeightAverage | None = None  # made on the training device when fitting starts
-        self.channels_last = optim.channels_last  # fit_network keeps NCHW on a GPU (channels_last_on)
+        # fit_network keeps NCHW on a GPU and for a net without convolutions (channels_last_on)
+        self.channels_last = optim.channels_last and net.convolutional
         # no save_hyperparameters: the parent MLflow run holds every param, and a
         # rerun into the same generation run may not change logged params
 
@@ -208,11 +209,12 @@ def lightning_device(device: str) -> tuple[str, int | list[int]]:
     raise ValueError(f"device {device!r}: expected auto, cpu or cuda[:N]")
 
 
-def channels_last_on(optim: TrainConfig, accelerator: str) -> bool:
+def channels_last_on(optim: TrainConfig, accelerator: str, net: PolicyValueNet | None = None) -> bool:
     """Whether training runs channels-last: ``train.channels_last`` on the CPU, where
     oneDNN's convolutions run faster in it; never on a GPU, where cuDNN ran the 5x64 net's
-    raw training loop at 0.64x NCHW's speed on an H100 (docs/speed.md)."""
-    return optim.channels_last and accelerator == "cpu"
+    raw training loop at 0.64x NCHW's speed on an H100 (docs/speed.md), nor for a ``net``
+    without convolutions (an MLP flattens the planes: the layout would only cost a copy)."""
+    return optim.channels_last and accelerator == "cpu" and (net is None or net.convolutional)
 
 
 def fit_network(net: PolicyValueNet, game: Game, data: ReplayData, optim: TrainConfig, *, seed: int = 0,
@@ -227,7 +229,7 @@ def fit_network(net: PolicyValueNet, game: Game, data: ReplayData, optim: TrainC
     dm = ReplayDataModule(data, batch_size=optim.batch_size, val_fraction=optim.val_fraction, seed=seed,
                           q_weight=optim.value_q_weight)
     accelerator, devices = lightning_device(device)
-    module.channels_last = channels_last_on(optim, accelerator)
+    module.channels_last = channels_last_on(optim, accelerator, net)
     if module.channels_last:
         net.to(memory_format=torch.channels_last)
     trainer = pl.Trainer(
