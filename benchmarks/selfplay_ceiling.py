@@ -56,8 +56,9 @@ import numpy as np
 # precision=precision, timer=timer) with a label, and say its spec in SPEC_HELP. Nothing else in
 # this script knows the kinds.
 # ---------------------------------------------------------------------------------------------
-SPEC_HELP = ("const (the network that costs nothing), BLOCKSxCHANNELS (today's ResNet, untrained, "
-             "seeded: 5x64, 1x8), or a model file (PATH.pt, any kind load_model reads)")
+SPEC_HELP = ("const (the network that costs nothing), [KIND:]AxB (an untrained net of a net.kind, seeded, "
+             "as benchmarks/net_sizes.py writes it: 5x64 a ResNet, gpool:3x32, mlp:3x512), or a model "
+             "file (PATH.pt, any kind load_model reads)")
 
 
 def inner_evaluator(spec: str, game, *, precision: str, seed: int, timer=None) -> tuple[str, object]:
@@ -70,9 +71,11 @@ def inner_evaluator(spec: str, game, *, precision: str, seed: int, timer=None) -
     if spec == "const":
         return "const", ConstantEvaluator(game, timer=timer)
     try:
-        if m := re.fullmatch(r"(\d+)x(\d+)", spec):
+        if re.fullmatch(r"((resnet|gpool|mlp):)?\d+x\d+", spec):
+            from net_sizes import parse_nets  # this folder's script: one way to write a net
+
             torch.manual_seed(seed)
-            net = PolicyValueNet.for_game(game, NetConfig(blocks=int(m[1]), channels=int(m[2])))
+            net = PolicyValueNet.for_game(game, NetConfig(**parse_nets(spec)[0]))
             ev = NetworkEvaluator(game, net, "cpu", precision=precision, timer=timer)
             return f"{spec} {ev.precision}", ev
         if spec.endswith(".pt"):
