@@ -221,15 +221,7 @@ class ConstantEvaluator:
     def __init__(self, game: Game, *, timer: PartTimer | None = None) -> None:
         self.game, self.timer = game, timer
 
-    def __call__(self, states: Sequence[State]) -> tuple[np.ndarray, np.ndarray]:
-        timer = self.timer
-        planes = self.game.encode(states)
-        if timer is not None:
-            timer.lap("encoding")
-        answer = self.evaluate_planes(planes)
-        if timer is not None:
-            timer.lap("network")
-        return answer
+    __call__ = NetworkEvaluator.__call__  # the batch encoded, then answered: as a network is
 
     def evaluate_planes(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``[B, P, H, W]`` planes -> priors ``[B, A]`` (each ``1 / A``), values ``[B]`` (0)."""
