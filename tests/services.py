@@ -172,6 +172,11 @@ def clean_env(**extra: str) -> dict:
     return env
 
 
+#: ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION`` for the test servers: MLflow 3's job runner (GenAI judges and
+#: issue detection, which zeroloop does not use) is 8 more processes a server start, about 8 s of CPU
+NO_JOB_RUNNER = "false"
+
+
 class MlflowServer:
     """``mlflow server`` on 127.0.0.1 over ``backend_uri``, artifacts proxied to
     ``artifacts``; ``auth`` runs MLflow's basic-auth app with the admin
@@ -185,7 +190,7 @@ class MlflowServer:
         cmd = [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(self.port),
                "--workers", "1", "--backend-store-uri", backend_uri,
                "--artifacts-destination", str(artifacts)]
-        env = clean_env()
+        env = clean_env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION=NO_JOB_RUNNER)
         if auth:
             ini = self.workdir / "basic_auth.ini"
             # as docs/cluster.md: the file holds no secret; the admin's credentials come from the environment

@@ -18,7 +18,7 @@ import psutil
 import pytest
 import yaml
 
-from services import free_port, kill_all, ray_processes
+from services import NO_JOB_RUNNER, free_port, kill_all, ray_processes
 from zeroloop.pipeline.params import parse_params
 
 BIN = Path(sys.executable).parent
@@ -175,7 +175,8 @@ def mlflow_server(tmp_path, mlflow_db):
     server = subprocess.Popen([str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
                                "--workers", "1", "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}",
                                "--artifacts-destination", str(store / "artifacts")],
-                              env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              env=clean_env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION=NO_JOB_RUNNER),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                               start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120

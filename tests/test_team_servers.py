@@ -262,9 +262,10 @@ def test_a_study_survives_a_postgresql_restart_and_resumes_without_losing_a_tria
 
 
 @pytest.fixture(scope="module")
-def auth_server(tmp_path_factory):
+def auth_server(tmp_path_factory, mlflow_template_db):
     """MLflow's basic-auth app over a sqlite store: admin credentials from the environment."""
     work = tmp_path_factory.mktemp("auth-mlflow")
+    shutil.copy(mlflow_template_db, work / "mlflow.db")  # its tables made once (creating them takes seconds)
     server = MlflowServer(f"sqlite:///{work / 'mlflow.db'}", work / "artifacts", workdir=work,
                           auth=("admin", "admin-password-9"))
     try:
@@ -540,7 +541,7 @@ def test_check_tracking_reads_a_server_answer_as_the_client_would(tmp_path):
 
 
 def test_trial_runs_ride_out_a_tracking_server_that_is_down_and_a_resumed_study_writes_the_lost_ones(
-        tmp_path, monkeypatch, capsys):
+        tmp_path, mlflow_db, monkeypatch, capsys):
     """The store refuses a trial's run while the trial plays: the trial goes on, its run is sent once the
     store is back. A trial whose process went away before that gets its run from Optuna's record when
     the study resumes, once."""
@@ -552,7 +553,7 @@ def test_trial_runs_ride_out_a_tracking_server_that_is_down_and_a_resumed_study_
     from zeroloop.pipeline.tuning.run import backfill_trial_runs
     from zeroloop.pipeline.tuning.tracker import StudyTracker
 
-    server = MlflowServer(f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "art", workdir=tmp_path)
+    server = MlflowServer(f"sqlite:///{mlflow_db}", tmp_path / "art", workdir=tmp_path)
     try:
         monkeypatch.setenv("MLFLOW_TRACKING_URI", server.url)
         monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")  # a refusal at once, no backoff
