@@ -35,7 +35,11 @@ def _planes(game, n, seed):
 
 @pytest.mark.parametrize("name", ["connect4", "tictactoe", "gomoku", "othello-6x6"])
 def test_inference_net_answers_as_the_trained_net(name):
-    game, net = _net(name)
+    _answers_as_the_trained_net(*_net(name))
+
+
+def _answers_as_the_trained_net(game, net):
+    """The inference net (BatchNorm folded) answers 64 positions as ``net`` itself, within 1e-5."""
     x = _planes(game, 64, 0)
     p0, v0 = NetworkEvaluator(game, net, "cpu", optimize=False).evaluate_planes(x)
     p1, v1 = NetworkEvaluator(game, net, "cpu").evaluate_planes(x)
@@ -259,11 +263,7 @@ def test_each_kind_folds_its_batchnorm_and_answers_as_the_trained_net(kind, name
     game, net = _kind_net(kind, name)
     folded = inference_net(net)
     assert not any(isinstance(m, (nn.BatchNorm1d, nn.BatchNorm2d)) for m in folded.modules())
-    x = _planes(game, 64, 0)
-    p0, v0 = NetworkEvaluator(game, net, "cpu", optimize=False).evaluate_planes(x)
-    p1, v1 = NetworkEvaluator(game, net, "cpu").evaluate_planes(x)
-    np.testing.assert_allclose(p1, p0, atol=1e-5)
-    np.testing.assert_allclose(v1, v0, atol=1e-5)
+    _answers_as_the_trained_net(game, net)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
