@@ -255,8 +255,9 @@ class GtpSession:
         return self._set_time(args, kgs=True)
 
     def cmd_time_left(self, args: list[str]) -> str:
+        black = self._colour(args[0] if args else "")
         try:
-            black, t, stones = self._colour(args[0]), float(args[1]), int(args[2])
+            t, stones = float(args[1]), int(args[2])
         except (IndexError, ValueError):
             raise GtpFailure("time_left needs a color, the seconds left and the stones left") from None
         if len(args) != 3 or not math.isfinite(t) or stones < 0:
