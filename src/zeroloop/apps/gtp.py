@@ -28,9 +28,17 @@ from typing import TextIO
 import numpy as np
 
 from zeroloop.apps.gtp_clock import Clock, Reading, move_budget, moves_left, parse_time_settings
-from zeroloop.apps.gtp_search import ANALYSIS_CHUNK, RootSearch, capture_move, dead_chains
+from zeroloop.apps.gtp_search import (
+    ANALYSIS_SIMS,
+    AnalysisStream,
+    RootSearch,
+    capture_move,
+    chains,
+    dead_chains,
+    fixed_handicap_points,
+)
 from zeroloop.engine.games import IllegalMoveError, State
-from zeroloop.engine.games.go import COLUMNS, Go
+from zeroloop.engine.games.go import Go
 
 COMMANDS = ("protocol_version", "name", "version", "known_command", "list_commands", "boardsize",
             "clear_board", "komi", "play", "genmove", "undo", "showboard", "final_score", "quit",
@@ -324,9 +332,9 @@ class GtpSession:
             return ""  # the judgement does not tell seki apart (see dead_chains)
         state = self.state
         dead = dead_chains(self.game, state, self.seed)
-        chains = dead if args[0].lower() == "dead" else [g for g in _chains(self.game, state.me | state.opp)
+        listed = dead if args[0].lower() == "dead" else [g for g in chains(self.game, state.me | state.opp)
                                                           if g not in dead]
-        return "\n".join(" ".join(self._vertices(g)) for g in chains)
+        return "\n".join(" ".join(self._vertices(g)) for g in listed)
 
     def _vertices(self, bits: int) -> list[str]:
         cells = np.flatnonzero(self.game.bits_to_cells([bits])[0])
@@ -379,76 +387,6 @@ class GtpSession:
 
 #: the pipe's delay counted into a move's fixed cost, seconds
 PIPE_S = 0.01
-#: the most simulations one analysis runs (its tree's memory: ~2 KB a simulation on 9x9)
-ANALYSIS_SIMS = 20_000
-
-
-def fixed_handicap_points(size: int) -> dict[int, list[str]]:
-    """GTP 2's fixed handicap placement (section 4.1.1 and ``fixed_handicap``):
-    none below 8x8; on even boards 2-4 stones, on odd ones 2-9; the corner
-    points on the third line below 13x13, the fourth from 13x13."""
-    if size < 8:
-        return {}
-    line = 3 if size < 13 else 4
-    lo, hi, mid = line, size + 1 - line, (size + 1) // 2
-
-    def v(col: int, row: int) -> str:
-        return f"{COLUMNS[col - 1]}{row}"
-
-    corners = [v(lo, lo), v(hi, hi), v(lo, hi), v(hi, lo)]
-    table = {2: corners[:2], 3: corners[:3], 4: corners}
-    if size % 2:
-        sides = [v(lo, mid), v(hi, mid)]
-        table |= {5: corners + [v(mid, mid)], 6: corners + sides, 7: corners + sides + [v(mid, mid)],
-                  8: corners + sides + [v(mid, lo), v(mid, hi)],
-                  9: corners + sides + [v(mid, lo), v(mid, hi), v(mid, mid)]}
-    return table
-
-
-def _chains(game: Go, stones: int) -> list[int]:
-    out = []
-    while stones:
-        g = game.group(stones & -stones, stones)
-        stones &= ~g
-        out.append(g)
-    return out
-
-
-@dataclass
-class AnalysisStream:
-    """An ``lz-analyze`` under way: the search and the seconds between lines."""
-
-    search: RootSearch
-    interval_s: float
-
-    def run(self, lines: queue.Queue, out: TextIO) -> str | None:
-        """Search and write an ``info`` line every interval until a line
-        arrives on ``lines``; end the stream with an empty line; that line
-        (None: the input ended)."""
-        next_at = time.perf_counter() + self.interval_s
-        while True:
-            if self.search.done < self.search.max_sims:
-                self.search.step(ANALYSIS_CHUNK)
-                try:
-                    line = lines.get_nowait()
-                except queue.Empty:
-                    line = ""
-            else:  # the tree is full: wait for the next command
-                try:
-                    line = lines.get(timeout=max(next_at - time.perf_counter(), 0.001))
-                except queue.Empty:
-                    line = ""
-            if line != "":
-                break
-            if time.perf_counter() >= next_at:
-                out.write(self.search.info() + "\n")
-                out.flush()
-                next_at = time.perf_counter() + self.interval_s
-        out.write("\n")
-        out.flush()
-        return line
-
-
 def _clean(line: str) -> str:
     """A GTP line as the protocol reads it: no comment, control characters
     as spaces (tabs included), no surrounding blanks."""

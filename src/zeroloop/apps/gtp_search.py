@@ -1,17 +1,21 @@
 """The GTP engine's searches: one tree grown in chunks, stopped by a
 deadline (a clock), a simulation cap or a new command (analysis), and read
 as Leela Zero's ``lz-analyze`` lines; and the engine's judgement of which
-stones are dead, for ``final_status_list`` and ``kgs-genmove_cleanup``."""
+stones are dead, for ``final_status_list`` and ``kgs-genmove_cleanup``; the
+stream ``lz-analyze`` writes, and GTP's fixed handicap points."""
 
 from __future__ import annotations
 
 import math
+import queue
 import time
+from dataclasses import dataclass
+from typing import TextIO
 
 import numpy as np
 
 from zeroloop.engine.games import State
-from zeroloop.engine.games.go import Go
+from zeroloop.engine.games.go import COLUMNS, Go
 
 #: simulations per chunk while an analysis runs (its lines come between chunks)
 ANALYSIS_CHUNK = 16
@@ -188,3 +192,74 @@ def capture_move(game: Go, state: State, dead: list[int]) -> int | None:
                     return a
             fallback = a if fallback is None else fallback
     return fallback
+
+
+#: the most simulations one analysis runs (its tree's memory: ~2 KB a simulation on 9x9)
+ANALYSIS_SIMS = 20_000
+
+
+def fixed_handicap_points(size: int) -> dict[int, list[str]]:
+    """GTP 2's fixed handicap placement (section 4.1.1 and ``fixed_handicap``):
+    none below 8x8; on even boards 2-4 stones, on odd ones 2-9; the corner
+    points on the third line below 13x13, the fourth from 13x13."""
+    if size < 8:
+        return {}
+    line = 3 if size < 13 else 4
+    lo, hi, mid = line, size + 1 - line, (size + 1) // 2
+
+    def v(col: int, row: int) -> str:
+        return f"{COLUMNS[col - 1]}{row}"
+
+    corners = [v(lo, lo), v(hi, hi), v(lo, hi), v(hi, lo)]
+    table = {2: corners[:2], 3: corners[:3], 4: corners}
+    if size % 2:
+        sides = [v(lo, mid), v(hi, mid)]
+        table |= {5: corners + [v(mid, mid)], 6: corners + sides, 7: corners + sides + [v(mid, mid)],
+                  8: corners + sides + [v(mid, lo), v(mid, hi)],
+                  9: corners + sides + [v(mid, lo), v(mid, hi), v(mid, mid)]}
+    return table
+
+
+def chains(game: Go, stones: int) -> list[int]:
+    """The chains (bitboards) of ``stones``."""
+    out = []
+    while stones:
+        g = game.group(stones & -stones, stones)
+        stones &= ~g
+        out.append(g)
+    return out
+
+
+@dataclass
+class AnalysisStream:
+    """An ``lz-analyze`` under way: the search and the seconds between lines."""
+
+    search: RootSearch
+    interval_s: float
+
+    def run(self, lines: queue.Queue, out: TextIO) -> str | None:
+        """Search and write an ``info`` line every interval until a line
+        arrives on ``lines``; end the stream with an empty line; that line
+        (None: the input ended)."""
+        next_at = time.perf_counter() + self.interval_s
+        while True:
+            if self.search.done < self.search.max_sims:
+                self.search.step(ANALYSIS_CHUNK)
+                try:
+                    line = lines.get_nowait()
+                except queue.Empty:
+                    line = ""
+            else:  # the tree is full: wait for the next command
+                try:
+                    line = lines.get(timeout=max(next_at - time.perf_counter(), 0.001))
+                except queue.Empty:
+                    line = ""
+            if line != "":
+                break
+            if time.perf_counter() >= next_at:
+                out.write(self.search.info() + "\n")
+                out.flush()
+                next_at = time.perf_counter() + self.interval_s
+        out.write("\n")
+        out.flush()
+        return line
