@@ -180,3 +180,149 @@ def test_komi_that_is_not_a_finite_score_is_refused_and_the_old_komi_kept():
     assert answers[8:10] == ["=", "="]  # 81 points fit a 9x9 board
     assert answers[10].startswith("? unacceptable size: komi 81") and "7x7" in answers[10]
     assert answers[11] == "="
+
+
+def test_handicap_time_and_status_commands_over_the_pipe():
+    """The commands GUIs and servers send besides play and genmove: time
+    controls (bad ones refused), GTP's fixed handicap where its table has one
+    and a ``?`` naming the command where not, free handicap, and the
+    engine's judgement of dead stones, with ``kgs-genmove_cleanup`` taking
+    them off rather than passing."""
+    # Black everywhere but two eyes (A7, C7) and the corner A1, B1, A2, where White's A1 is dead
+    open_points = ("A7", "C7", "A1", "B1", "A2")
+    black = [f"{c}{r}" for c in "ABCDEFG" for r in range(1, 8) if f"{c}{r}" not in open_points]
+    script = "\n".join([
+        "list_commands", "known_command lz-analyze", "known_command kgs-genmove_cleanup",
+        "time_settings 10 0 0", "time_settings 1 2", "kgs-time_settings fischer 1 2",
+        "kgs-time_settings byoyomi 5 1 3",
+        "time_left black 4.5 0", "time_left purple 3 0", "time_left white", "kgs-time_settings none",
+        "fixed_handicap 2", "boardsize 9", "fixed_handicap 10", "fixed_handicap 3", "fixed_handicap 2",
+        "genmove w",
+        "clear_board", "set_free_handicap C3 C3", "set_free_handicap Z1 C3", "place_free_handicap 4",
+        "boardsize 7", "set_free_handicap " + " ".join(black), "play w A1", "final_status_list dead",
+        "final_status_list alive", "final_status_list seki", "final_status_list maybe",
+        "kgs-genmove_cleanup b", "quit"]) + "\n"
+    out = subprocess.run([*ZEROLOOP, "--game", "go-7", "--model", "random", "--sims", "8"], input=script,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    a = out.stdout.split("\n\n")[:-1]
+    commands = set(a[0].removeprefix("= ").splitlines())
+    assert commands >= {"time_settings", "kgs-time_settings", "time_left", "kgs-genmove_cleanup",
+                        "final_status_list", "fixed_handicap", "place_free_handicap", "set_free_handicap",
+                        "lz-analyze"}
+    assert a[1:4] == ["= true", "= true", "="]
+    assert a[4].startswith("? time_settings needs") and a[5].startswith("? kgs-time_settings needs")
+    assert a[6:8] == ["=", "="]
+    assert a[8].startswith("? invalid color") and a[9].startswith("? time_left needs")
+    assert a[10] == "="
+    assert a[11].startswith("? fixed_handicap: GTP has no fixed placement on a 7x7 board")
+    assert a[12] == "=" and a[13].startswith("? fixed_handicap: invalid number of stones (2 to 9 on 9x9)")
+    assert a[14] == "= C3 G7 C7"  # GTP's table, on the third line of a 9x9 board
+    assert a[15] == "? fixed_handicap: the board is not empty"
+    game = make_game("go-9")
+    stones = {game.parse_action(v) for v in ("C3", "G7", "C7")}
+    assert game.parse_action(a[16].removeprefix("= ")) not in stones  # White moves next
+    assert a[17] == "=" and a[18].startswith("? set_free_handicap: needs at least 2 distinct")
+    assert a[19].startswith("? set_free_handicap: invalid vertex")
+    assert a[20] == "= C3 G7 C7 G3"
+    assert a[21] == "=" and a[22] == "= " + " ".join(black) and a[23] == "="
+    assert a[24] == "= A1"  # White's lone stone in Black's corner
+    assert "A1" not in a[25] and len(a[25].removeprefix("= ").split()) == len(black)  # Black's one chain
+    assert a[26] == "=" and a[27].startswith("? final_status_list needs")
+    assert a[28] != "= pass" and a[28].removeprefix("= ") in {"A2", "B1", "A7", "C7"}
+    assert a[29] == "="
+
+
+def test_a_whole_game_against_gnugo_on_a_five_second_clock():
+    """``time_settings 5 0 0`` (absolute: five seconds for the game), a
+    search allowed far more simulations than that buys, and GnuGo level 1
+    on 7x7: the controller reports the time left before each move, as
+    gogui-twogtp does, and the engine's thinking, timed from this side of
+    the pipe, stays inside its clock to the end of the game."""
+    if find_gnugo() is None:
+        pytest.fail("GnuGo is not installed: `make gnugo` installs Debian's package (/usr/games/gnugo)")
+    import time
+
+    main = 5.0
+    cmd = [*ZEROLOOP, "--game", "go-7", "--model", "random", "--sims", "2000"]
+    with GtpEngine(cmd, name="zeroloop") as ours, GtpEngine(gnugo_command(1, seed=1)) as gnugo:
+        for e in (ours, gnugo):
+            e.send("boardsize 7")
+            e.send("clear_board")
+            e.send("komi 9")
+        ours.send(f"time_settings {main:g} 0 0")
+        spent, longest, moves, passes = 0.0, 0.0, [], 0
+        while passes < 2 and len(moves) < 3 * 49:
+            if len(moves) % 2 == 0:
+                ours.send(f"time_left black {main - spent:.3f} 0")
+                t0 = time.perf_counter()
+                move = ours.send("genmove black")
+                took = time.perf_counter() - t0
+                spent, longest = spent + took, max(longest, took)
+                gnugo.send(f"play black {move}")
+            else:
+                move = gnugo.send("genmove white")
+                if move.lower() == "resign":
+                    break
+                ours.send(f"play white {move}")
+            moves.append(move)
+            passes = passes + 1 if move.lower() == "pass" else 0
+        assert len(moves) > 10
+        assert spent < main, f"{spent:.2f} s over {len(moves)} moves on a {main:g} s clock"
+        assert longest > 0.02  # it did spend its clock on searching, not only on one-simulation moves
+
+
+def _info(line: str) -> list[dict]:
+    """An ``lz-analyze`` line's moves: each ``info`` part's keys and values (pv a list)."""
+    moves = []
+    for part in line.split("info ")[1:]:
+        words = part.split()
+        pv = words.index("pv")
+        entry = dict(zip(words[:pv:2], words[1:pv:2], strict=True))
+        entry["pv"] = words[pv + 1:]
+        moves.append(entry)
+    return moves
+
+
+def test_an_analysis_stream_is_read_live_and_stopped_by_play():
+    """``lz-analyze B 10`` answers ``=`` at once, then an ``info`` line
+    every tenth of a second in Leela Zero's format (legal moves, visits
+    growing, winrate and prior in 1/10000, a principal variation from the
+    move); ``play`` stops it: an empty line ends the stream, and ``play`` is
+    answered as usual."""
+    game = make_game("go-7")
+    proc = subprocess.Popen([*ZEROLOOP, "--game", "go-7", "--model", "random", "--sims", "8"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
+    try:
+        proc.stdin.write("boardsize 7\nplay b D4\nplay w C3\n7 lz-analyze B 10\n")
+        proc.stdin.flush()
+        assert [proc.stdout.readline() for _ in range(6)] == ["=\n", "\n", "=\n", "\n", "=\n", "\n"]
+        assert proc.stdout.readline() == "=7\n"
+        state = game.play(game.parse_moves("D4 C3"))
+        legal = game.legal_mask(state)
+        totals = []
+        for _ in range(4):
+            moves = _info(proc.stdout.readline())
+            assert moves and [int(m["order"]) for m in moves] == list(range(len(moves)))
+            for m in moves:
+                assert legal[game.parse_action(m["move"])] and m["pv"][0] == m["move"]
+                assert 0 <= int(m["winrate"]) <= 10000 and 0 <= int(m["prior"]) <= 10000
+            visits = [int(m["visits"]) for m in moves]
+            assert visits == sorted(visits, reverse=True)
+            totals.append(sum(visits))
+        assert totals == sorted(totals) and totals[-1] > totals[0]
+        proc.stdin.write("8 play b E5\nshowboard\n")
+        proc.stdin.flush()
+        rest = []
+        while (line := proc.stdout.readline()) != "\n":  # the stream's last info lines, then its end
+            assert line.startswith("info move ")
+            rest.append(line)
+        assert proc.stdout.readline() == "=8\n" and proc.stdout.readline() == "\n"
+        board = []
+        while (line := proc.stdout.readline()) != "\n":
+            board.append(line)
+        assert "O to move" in "".join(board)  # E5 was played: White's turn
+    finally:
+        proc.stdin.write("quit\n")
+        proc.stdin.close()
+        proc.wait(timeout=30)
