@@ -845,3 +845,16 @@ def test_othello_game_with_a_pass(name):
         assert t.last == game.pass_action
         assert game.apply(game.transform(before, sym), game.pass_action) == t
     assert game.parse_moves(game.format_moves(actions)) == actions
+
+
+@pytest.mark.parametrize("name", SYMMETRY_GAMES)
+def test_encode_is_the_plane_by_plane_encoding(name):
+    """Boards of at most 64 bits are encoded from one word per plane (a game's
+    ``_plane_words``): the same planes, bit for bit, as the plane-by-plane
+    encoding every board size can use."""
+    game = game_of(name)
+    states = [s for seed in range(3) for s in random_playout(game, 200 + seed)[1]]
+    for batch in (states, states[:1], states[::-5]):
+        got, expected = game.encode(batch), game._encode_cells(batch)
+        assert got.dtype == expected.dtype == np.float32 and got.flags.c_contiguous
+        assert np.array_equal(got[:, :4], expected[:, :4])

@@ -110,6 +110,18 @@ class ConnectFour(DigitNotation, KInARowGame):
             return -1
         return self._column_cells[state.last][self.height(state, state.last) - 1]
 
+    def _plane_words(self, states: Sequence[State]) -> list[int]:
+        # the last move's stone is the top one of its column: the column's lowest bit (last_cell's cell)
+        words, column_mask, every = [], self._column_mask, self.board_bits
+        for s in states:
+            me, opp, last = s.me, s.opp, s.last
+            if last >= 0:
+                stones = (me | opp) & column_mask[last]
+                words += (me, opp, stones & -stones, 0 if s.ply & 1 else every)
+            else:
+                words += (me, opp, 0, 0 if s.ply & 1 else every)
+        return words
+
     def symmetries(self):
         ident = np.arange(42)
         mirror = np.arange(42).reshape(6, 7)[:, ::-1].reshape(-1)
