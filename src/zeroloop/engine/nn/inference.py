@@ -340,9 +340,8 @@ class FixedBatchEvaluator:
             timer.lap("cache")
         if not n:
             return np.zeros((0, 0), np.float32), np.zeros(0, np.float32)
-        rows = [answers[k] for k in keys]
-        out_p = np.stack([p for p, _ in rows]).astype(np.float32, copy=False)
-        out_v = np.array([v for _, v in rows], np.float32)
+        priors_rows, value_rows = zip(*[answers[k] for k in keys])
+        out_p, out_v = np.array(priors_rows, np.float32), np.array(value_rows, np.float32)
         if timer is not None:
             timer.lap("batching")
         return out_p, out_v

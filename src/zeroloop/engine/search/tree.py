@@ -381,7 +381,8 @@ class BatchedMCTS:
         values = np.zeros(n, dtype=np.float32)
         live_idx, live_states, live_slots = [], [], []
         apply, states, slot_list = game.apply, self.states, slot_of[:n].tolist()
-        for i, (parent, action, leaf) in enumerate(zip(parents.tolist(), actions.tolist(), leaves[:n].tolist())):
+        steps = zip(parents.tolist(), actions.tolist(), leaves[:n].tolist())
+        for i, (parent, action, leaf) in enumerate(steps):
             s = apply(states[parent], action)
             states[leaf] = s
             if s.outcome is not None:
