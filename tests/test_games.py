@@ -510,6 +510,64 @@ def test_fast_random_playout_plays_the_generic_rollouts_games(name):
     assert results == {-1.0, 0.0, 1.0} if name == "tictactoe" else results >= {-1.0, 1.0}
 
 
+# -- batched and unrolled rules (the search's hot paths) --------------------------
+
+
+@pytest.mark.parametrize("name", GAMES)
+def test_batched_legal_masks_are_the_masks_one_by_one(name):
+    """``batched_legal_masks`` (the search's: a game's own ``legal_masks``, or
+    the stacked fallback) gives each state's ``legal_mask``, finished games
+    included, whatever the batch."""
+    from zeroloop.engine.games.base import batched_legal_masks
+
+    game = game_of(name)
+    states = [s for _, sts in playouts(name) for s in sts]
+    masks = batched_legal_masks(game)
+    for batch in (states, states[:1], states[::-7]):
+        got = masks(batch)
+        assert got.dtype == np.bool_ and got.shape == (len(batch), game.num_actions)
+        assert np.array_equal(got, np.stack([game.legal_mask(s) for s in batch]))
+
+
+def test_batched_legal_masks_falls_back_when_a_subclass_changes_legal_mask():
+    from zeroloop.engine.games.base import batched_legal_masks
+
+    class NoCenter(ConnectFour):
+        def legal_mask(self, state):
+            mask = super().legal_mask(state)
+            mask[3] = False
+            return mask
+
+    game, start = NoCenter(), ConnectFour().initial_state()
+    assert batched_legal_masks(ConnectFour())([start]).all()
+    assert not batched_legal_masks(game)([start])[0, 3]
+
+
+def test_connect4_apply_is_the_generic_placement():
+    """Connect Four's unrolled ``apply`` plays as the k-in-a-row code it
+    replaces (the column's height, ``_place`` with ``has_line``) from every
+    position of the seeded games, every column; full columns and finished
+    games raise."""
+    game = game_of("connect4")
+    for _, states in playouts("connect4"):
+        for s in states:
+            for a in range(7):
+                if s.outcome is not None:
+                    with pytest.raises(IllegalMoveError):
+                        game.apply(s, a)
+                    continue
+                h = game.height(s, a)
+                if h == game.rows:
+                    with pytest.raises(IllegalMoveError, match="is full"):
+                        game.apply(s, a)
+                    continue
+                expected = game._place(s, a, game.cell_bits[game._column_cells[a][h]])
+                assert game.apply(s, a) == expected
+    for bad in (-1, 7):
+        with pytest.raises(IllegalMoveError):
+            game.apply(game.initial_state(), bad)
+
+
 # -- Connect Four ---------------------------------------------------------------
 
 
@@ -787,3 +845,16 @@ def test_othello_game_with_a_pass(name):
         assert t.last == game.pass_action
         assert game.apply(game.transform(before, sym), game.pass_action) == t
     assert game.parse_moves(game.format_moves(actions)) == actions
+
+
+@pytest.mark.parametrize("name", SYMMETRY_GAMES)
+def test_encode_is_the_plane_by_plane_encoding(name):
+    """Boards of at most 64 bits are encoded from one word per plane (a game's
+    ``_plane_words``): the same planes, bit for bit, as the plane-by-plane
+    encoding every board size can use."""
+    game = game_of(name)
+    states = [s for seed in range(3) for s in random_playout(game, 200 + seed)[1]]
+    for batch in (states, states[:1], states[::-5]):
+        got, expected = game.encode(batch), game._encode_cells(batch)
+        assert got.dtype == expected.dtype == np.float32 and got.flags.c_contiguous
+        assert np.array_equal(got[:, :4], expected[:, :4])

@@ -334,3 +334,38 @@ def test_each_kind_answers_on_cuda_as_on_the_cpu(kind, precision):
     tol = 1e-4 if precision == "fp32" else 0.05
     np.testing.assert_allclose(p, ref_p, atol=tol)
     np.testing.assert_allclose(v, ref_v, atol=2 * tol)
+
+
+@pytest.mark.parametrize("name", ["connect4", "tictactoe", "othello-6x6", "go-5"])
+def test_encode_padded_is_the_encoding_of_the_padded_states(name):
+    from zeroloop.engine.nn.inference import encode_padded
+
+    game = make_game(name)
+    rng = np.random.default_rng(3)
+    states = [random_line(game, int(rng.integers(0, game.max_moves)), rng)[0] for _ in range(5)]
+    for pad_to in (0, 5, 8):
+        expected = game.encode(states + [states[-1]] * max(0, pad_to - len(states)))
+        got = encode_padded(game, states, pad_to)
+        assert got.dtype == expected.dtype and got.flags.c_contiguous
+        assert np.array_equal(got, expected)
+
+
+@pytest.mark.parametrize("inner_kind", ["net", "const"])
+def test_fixed_batches_answer_the_same_bits_whether_the_inner_evaluator_pads_or_not(inner_kind):
+    """FixedBatchEvaluator hands an evaluator that ``pads`` its states and the
+    padding size, and any other the padded states: the same answers, bit for
+    bit, the same counters, repeated positions and cache hits included."""
+    from zeroloop.engine.nn import ConstantEvaluator, FixedBatchEvaluator
+
+    game, net = _net("connect4")
+    inner = NetworkEvaluator(game, net, "cpu") if inner_kind == "net" else ConstantEvaluator(game)
+    assert inner.pads
+    padded, plain = (FixedBatchEvaluator(ev, batch=8, cache=30) for ev in (inner, lambda s: inner(s)))
+    rng = np.random.default_rng(4)
+    pool = [random_line(game, int(rng.integers(0, 20)), rng)[0] for _ in range(40)]
+    for n in (1, 7, 8, 9, 23, 0, 40):
+        states = [pool[int(i)] for i in rng.integers(0, len(pool), n)]
+        (p1, v1), (p2, v2) = padded(states), plain(states)
+        assert p1.dtype == p2.dtype == np.float32 and v1.dtype == v2.dtype == np.float32
+        assert p1.shape == p2.shape and np.array_equal(p1, p2) and np.array_equal(v1, v2)
+    assert (padded.requested, padded.hits, padded.computed) == (plain.requested, plain.hits, plain.computed)

@@ -23,7 +23,7 @@ Conventions every game keeps (the compliance test checks them):
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -131,6 +131,22 @@ class Game(Protocol):
     def describe_outcome(self, state: State) -> str:
         """``X wins``, ``O wins``, ``draw`` or ``game in progress``."""
         ...
+
+
+def batched_legal_masks(game: Game) -> Callable[[Sequence[State]], np.ndarray]:
+    """``states -> [B, A]`` bool, ``legal_mask`` of each state: the game's own
+    ``legal_masks`` where it has one (Connect Four: a table lookup) and the class
+    that defines it defines ``legal_mask`` too (a subclass that changes one
+    changes both, or gets the generic stack), else the masks stacked one by one."""
+    owner = {name: next((c for c in type(game).__mro__ if name in c.__dict__), None)
+             for name in ("legal_mask", "legal_masks")}
+    if owner["legal_masks"] is not None and owner["legal_masks"] is owner["legal_mask"]:
+        return game.legal_masks
+
+    def stacked(states: Sequence[State]) -> np.ndarray:
+        return np.stack([game.legal_mask(s) for s in states])
+
+    return stacked
 
 
 def first_player_result(state: State) -> float:

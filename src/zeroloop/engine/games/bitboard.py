@@ -59,6 +59,16 @@ class BitboardGame(BoardText):
         return state.last if 0 <= state.last < self.rows * self.cols else -1
 
     def encode(self, states: Sequence[State]) -> np.ndarray:
+        if self._nbytes <= 8:  # each plane a 64-bit word: one unpacking for the whole batch
+            n = len(states)
+            words = np.array(self._plane_words(states), dtype="<u8")
+            bits = np.unpackbits(words.view(np.uint8).reshape(NUM_PLANES * n, 8), axis=1, bitorder="little")
+            cells = bits[:, self.bit_of_cell].reshape(n, NUM_PLANES, self.rows, self.cols)
+            return cells.astype(np.float32, order="C")
+        return self._encode_cells(states)
+
+    def _encode_cells(self, states: Sequence[State]) -> np.ndarray:
+        """``encode`` for any board size, plane by plane."""
         n, hw = len(states), self.rows * self.cols
         occ = self.bits_to_cells([s.me for s in states] + [s.opp for s in states])
         planes = np.zeros((n, NUM_PLANES, hw), dtype=np.float32)
@@ -71,6 +81,16 @@ class BitboardGame(BoardText):
             if s.ply % 2 == 0:
                 planes[i, 3] = 1.0
         return planes.reshape(n, NUM_PLANES, self.rows, self.cols)
+
+    def _plane_words(self, states: Sequence[State]) -> list[int]:
+        """The four planes of each state as bitboards, state by state: its
+        stones, the opponent's, the last move's bit (0: none) and every cell
+        when the first player is to move (else 0)."""
+        words, cell_bits, every = [], self.cell_bits, self.board_bits
+        for s in states:
+            cell = self.last_cell(s)
+            words += (s.me, s.opp, cell_bits[cell] if cell >= 0 else 0, 0 if s.ply & 1 else every)
+        return words
 
     # -- symmetries -------------------------------------------------------
     def _dihedral(self, names: Sequence[str]) -> list[Symmetry]:

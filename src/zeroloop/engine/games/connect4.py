@@ -5,6 +5,8 @@ so a game is a digit string such as ``"4453"``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from zeroloop.engine.games.base import IllegalMoveError, State, Symmetry
@@ -30,6 +32,14 @@ class ConnectFour(DigitNotation, KInARowGame):
             sum(self.cell_bits[i] for i in cells) for cells in self._column_cells
         ]
         self._top_bits = [self.cell_bits[c] for c in range(self.cols)]  # row 0
+        self._bottom_bits = [self.cell_bits[cells[0]] for cells in self._column_cells]
+        # row 0 is bits 0..6: a board's full columns are `full & 127`, and the legal mask a row of
+        # this table (row 128: a finished game, no move)
+        assert self._top_bits == [1 << c for c in range(self.cols)]
+        assert self.stride == 8 and self._line_shifts == ((1, 2), (8, 16), (9, 18), (7, 14))  # apply's
+        top = np.arange(1 << self.cols)[:, None] >> np.arange(self.cols) & 1
+        self._legal_table = np.concatenate([top == 0, np.zeros((1, self.cols), bool)])
+        self._legal_table.flags.writeable = False
 
     def initial_state(self) -> State:
         return State(0, 0)
@@ -40,16 +50,44 @@ class ConnectFour(DigitNotation, KInARowGame):
     def legal_mask(self, state: State) -> np.ndarray:
         if state.outcome is not None:
             return np.zeros(7, dtype=bool)
-        full = state.me | state.opp
-        return np.array([not (full & t) for t in self._top_bits], dtype=bool)
+        return self._legal_table[(state.me | state.opp) & 127].copy()
+
+    def legal_masks(self, states: Sequence[State]) -> np.ndarray:
+        """``[B, A]``: ``legal_mask`` of each state, in one table lookup."""
+        return self._legal_table[[128 if s.outcome is not None else (s.me | s.opp) & 127 for s in states]]
 
     def apply(self, state: State, action: int) -> State:
-        self._check_action(state, action)
-        h = self.height(state, action)
-        if h == self.rows:
+        # KInARowGame._place with has_line unrolled for k = 4 (shifts 1 and 2 of each direction);
+        # the search's hot loop: one call per leaf
+        if state.outcome is not None or not 0 <= action < 7:
+            self._check_action(state, action)
+        me, opp = state.me, state.opp
+        full = me | opp
+        if full & self._top_bits[action]:
             raise IllegalMoveError(f"column {action + 1} is full")
-        bit = self.cell_bits[self._column_cells[action][h]]
-        return self._place(state, action, bit)
+        stones = full & self._column_mask[action]
+        # the column's top stone is its lowest bit; the free cell is the one above it (a row up)
+        me |= (stones & -stones) >> 8 if stones else self._bottom_bits[action]
+        x = me & (me >> 1)
+        if x & (x >> 2):
+            outcome: float | None = -1.0  # the player now to move has lost
+        else:
+            x = me & (me >> 8)
+            if x & (x >> 16):
+                outcome = -1.0
+            else:
+                x = me & (me >> 9)
+                if x & (x >> 18):
+                    outcome = -1.0
+                else:
+                    x = me & (me >> 7)
+                    if x & (x >> 14):
+                        outcome = -1.0
+                    elif (me | opp) == self.board_bits:
+                        outcome = 0.0
+                    else:
+                        outcome = None
+        return State(opp, me, state.ply + 1, action, outcome)
 
     def _playout_moves(self, full: int) -> tuple[list[int], list[int]]:
         """Open columns in order, and the next free cell's bit of each column."""
@@ -71,6 +109,18 @@ class ConnectFour(DigitNotation, KInARowGame):
         if state.last < 0:
             return -1
         return self._column_cells[state.last][self.height(state, state.last) - 1]
+
+    def _plane_words(self, states: Sequence[State]) -> list[int]:
+        # the last move's stone is the top one of its column: the column's lowest bit (last_cell's cell)
+        words, column_mask, every = [], self._column_mask, self.board_bits
+        for s in states:
+            me, opp, last = s.me, s.opp, s.last
+            if last >= 0:
+                stones = (me | opp) & column_mask[last]
+                words += (me, opp, stones & -stones, 0 if s.ply & 1 else every)
+            else:
+                words += (me, opp, 0, 0 if s.ply & 1 else every)
+        return words
 
     def symmetries(self):
         ident = np.arange(42)

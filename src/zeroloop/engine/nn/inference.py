@@ -18,6 +18,17 @@ from zeroloop.engine.nn.net import PolicyValueNet, ResNet
 from zeroloop.engine.timing import PartTimer
 
 
+def encode_padded(game: Game, states: Sequence[State], pad_to: int = 0) -> np.ndarray:
+    """``game.encode(states)``, then copies of the last row up to ``pad_to`` rows:
+    the planes of ``states`` padded with copies of its last state, without
+    encoding the copies (``encode`` is row by row: the Game protocol)."""
+    planes = game.encode(states)
+    extra = pad_to - len(planes)
+    if extra <= 0:
+        return planes
+    return np.concatenate([planes, np.broadcast_to(planes[-1:], (extra, *planes.shape[1:]))])
+
+
 def resolve_device(device: str = "auto") -> torch.device:
     """``auto`` picks CUDA when present, else the CPU; ``cpu``/``cuda[:n]`` as given."""
     if device == "auto":
@@ -165,9 +176,12 @@ class NetworkEvaluator:
 
             self._int8 = int8_runner(game, self.net if optimize else inference_net(net))
 
-    def __call__(self, states: Sequence[State]) -> tuple[np.ndarray, np.ndarray]:
+    #: takes ``pad_to`` (:func:`encode_padded`), which :class:`FixedBatchEvaluator` uses
+    pads = True
+
+    def __call__(self, states: Sequence[State], *, pad_to: int = 0) -> tuple[np.ndarray, np.ndarray]:
         timer = self.timer
-        planes = self.game.encode(states)
+        planes = encode_padded(self.game, states, pad_to)
         if timer is not None:
             timer.lap("encoding")
         answer = self.evaluate_planes(planes)
@@ -221,6 +235,8 @@ class ConstantEvaluator:
     def __init__(self, game: Game, *, timer: PartTimer | None = None) -> None:
         self.game, self.timer = game, timer
 
+    #: takes ``pad_to`` (:func:`encode_padded`), which :class:`FixedBatchEvaluator` uses
+    pads = True
     __call__ = NetworkEvaluator.__call__  # the batch encoded, then answered: as a network is
 
     def evaluate_planes(self, planes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -271,28 +287,33 @@ class FixedBatchEvaluator:
         timer = self.timer
         n = len(states)
         self.requested += n
-        todo: dict[tuple, list[int]] = {}  # key -> the rows that ask for it, in first-seen order
+        keys = [position_key(s) for s in states]
+        todo: dict[tuple, int] = {}  # key -> the first row that asks for it, in first-seen order
         answers: dict[tuple, tuple[np.ndarray, float]] = {}
-        for i, s in enumerate(states):
-            key = position_key(s)
-            hit = self._cache.get(key)
+        cache = self._cache
+        for i, key in enumerate(keys):
+            hit = cache.get(key)
             if hit is not None:
-                self._cache.move_to_end(key)
+                cache.move_to_end(key)
                 answers[key] = hit
                 self.hits += 1
-            else:
-                todo.setdefault(key, []).append(i)
-        keys = list(todo)
+            elif key not in todo:
+                todo[key] = i
+        todo_keys = list(todo)
         if timer is not None:
             timer.lap("cache")
-        for start in range(0, len(keys), self.batch):
-            chunk_keys = keys[start:start + self.batch]
-            chunk = [states[todo[k][0]] for k in chunk_keys]
+        # an inner evaluator that pads its own planes (``pads``) is not given the padding to encode
+        pads = getattr(self.inner, "pads", False)
+        for start in range(0, len(todo_keys), self.batch):
+            chunk_keys = todo_keys[start:start + self.batch]
+            chunk = [states[todo[k]] for k in chunk_keys]
             m = len(chunk)
-            padded = chunk + [chunk[-1]] * (self.batch - m)
             if timer is not None:
                 timer.lap("batching")
-            priors, values = self.inner(padded)
+            if pads:
+                priors, values = self.inner(chunk, pad_to=self.batch)
+            else:
+                priors, values = self.inner(chunk + [chunk[-1]] * (self.batch - m))
             if timer is not None:
                 timer.lap("network")
             self.computed += self.batch
@@ -301,18 +322,17 @@ class FixedBatchEvaluator:
             if timer is not None:
                 timer.lap("batching")
             if self.capacity:
-                self._cache.update(zip(chunk_keys, got))
+                cache.update(zip(chunk_keys, got))
                 if timer is not None:
                     timer.lap("cache")
-        while len(self._cache) > self.capacity:
-            self._cache.popitem(last=False)
+        while len(cache) > self.capacity:
+            cache.popitem(last=False)
         if timer is not None:
             timer.lap("cache")
-        first = answers[position_key(states[0])][0] if n else np.zeros(0, np.float32)
-        out_p = np.empty((n, len(first)), np.float32)
-        out_v = np.empty(n, np.float32)
-        for i, s in enumerate(states):
-            out_p[i], out_v[i] = answers[position_key(s)]
+        if not n:
+            return np.zeros((0, 0), np.float32), np.zeros(0, np.float32)
+        priors_rows, value_rows = zip(*[answers[k] for k in keys])
+        out_p, out_v = np.array(priors_rows, np.float32), np.array(value_rows, np.float32)
         if timer is not None:
             timer.lap("batching")
         return out_p, out_v

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeroloop.engine.games.base import Game, State
+from zeroloop.engine.games.base import Game, State, batched_legal_masks
 from zeroloop.engine.search import kernels as K
 from zeroloop.engine.search.config import SearchConfig
 from zeroloop.engine.search.kernels import exploration, improved_policy, sigma
@@ -152,6 +152,7 @@ class BatchedMCTS:
                  num_slots: int, *, rng: np.random.Generator,
                  pool_size: int | None = None, timer: PartTimer | None = None) -> None:
         self.game, self.evaluator, self.config = game, evaluator, config
+        self._legal_masks = batched_legal_masks(game)
         self.timer = timer
         self.num_slots = num_slots
         self.rng = rng
@@ -343,7 +344,7 @@ class BatchedMCTS:
         (``slots[i]``: the slot ``states[i]`` belongs to)."""
         game, timer = self.game, self.timer
         t0 = time.perf_counter()
-        masks = np.stack([game.legal_mask(s) for s in states])
+        masks = self._legal_masks(states)
         if timer is not None:
             timer.lap("rules")
         t1 = time.perf_counter()
@@ -379,16 +380,18 @@ class BatchedMCTS:
         terminal = np.zeros(n, dtype=np.bool_)
         values = np.zeros(n, dtype=np.float32)
         live_idx, live_states, live_slots = [], [], []
-        for i in range(n):
-            s = game.apply(self.states[parents[i]], int(actions[i]))
-            self.states[leaves[i]] = s
+        apply, states, slot_list = game.apply, self.states, slot_of[:n].tolist()
+        steps = zip(parents.tolist(), actions.tolist(), leaves[:n].tolist())
+        for i, (parent, action, leaf) in enumerate(steps):
+            s = apply(states[parent], action)
+            states[leaf] = s
             if s.outcome is not None:
                 terminal[i] = True
                 values[i] = s.outcome
             else:
                 live_idx.append(i)
                 live_states.append(s)
-                live_slots.append(int(slot_of[i]))
+                live_slots.append(slot_list[i])
         A = game.num_actions
         priors = np.zeros((n, A), dtype=np.float32)
         masks = np.zeros((n, A), dtype=np.bool_)
