@@ -227,13 +227,42 @@ def _cache_path(key: str) -> Path | None:
     folder = cache_dir()
     if folder is None:
         return None
-    # what else decides the bytes: this module's code and the exporter's and quantiser's versions
+    # what else decides the bytes: this module's code, the exporter's and quantiser's versions, and
+    # the machine (the calibration runs fp32 kernels, which differ by instruction set)
     from importlib.metadata import version
 
     h = hashlib.sha256(key.encode())
     h.update(Path(__file__).read_bytes())
     h.update(f"{torch.__version__} {version('onnx')} {version('onnxruntime')}".encode())
+    h.update(_platform_key().encode())
     return folder / f"{h.hexdigest()[:40]}.onnx"
+
+
+#: environment variables that cap the instruction sets libraries use (``benchmarks/run_as.py``
+#: sets them to run as an AVX2 CPU, and puts a patched ONNX Runtime first on the path)
+ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "FBGEMM_ENABLE_INSTRUCTIONS",
+                 "MKL_ENABLE_INSTRUCTIONS", "NUMBA_CPU_NAME", "NPY_DISABLE_CPU_FEATURES",
+                 "ZEROLOOP_ONNXRUNTIME_ISA")
+
+
+def _platform_key() -> str:
+    """The CPU's flags, the instruction-set caps in the environment and where
+    ONNX Runtime loads from: a quantised model is calibrated by running the
+    fp32 net, whose kernels differ by instruction set, so a cache shared by
+    machines (a home folder on a network share) or by an emulated AVX2 run and
+    a native one keeps a file for each."""
+    import importlib.util
+    import platform
+
+    flags = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        flags = platform.processor()
+    spec = importlib.util.find_spec("onnxruntime")
+    caps = [os.environ.get(name, "") for name in ISA_VARIABLES]
+    return repr((platform.machine(), flags, caps, spec.origin if spec else None))
 
 
 def _read_cached(key: str) -> bytes | None:
