@@ -196,17 +196,22 @@ def _load_trials(storage: str, name: str):
         return []
 
 
-@pytest.mark.slow
-def test_tune_command_survives_ctrl_c_and_resumes(tmp_path, mlflow_db):
-    """The documented command end to end: Ctrl-C (SIGINT to the whole process
-    group, as a terminal sends it) mid-study, then the same command resumes."""
+def _tiny_project(tmp_path, *, confirm_games: int) -> None:
+    """A tiny tic-tac-toe model.pt and a params.yaml whose tune section plays 8 games at 16 simulations."""
     game = make_game("tictactoe")
     torch.manual_seed(0)
     save_model(tmp_path / "model.pt", PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8,
                                                                                value_hidden=8)), game)
     data = parse_params({**TINY, "tune": {**TINY["tune"], "games": 8, "simulations": 16,
-                                          "confirm_games": 4}}).to_yaml_data()
+                                          "confirm_games": confirm_games}}).to_yaml_data()
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+
+
+@pytest.mark.slow
+def test_tune_command_survives_ctrl_c_and_resumes(tmp_path, mlflow_db):
+    """The documented command end to end: Ctrl-C (SIGINT to the whole process
+    group, as a terminal sends it) mid-study, then the same command resumes."""
+    _tiny_project(tmp_path, confirm_games=4)
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
     cmd = [_zeroloop_bin(), "tune", "--model", "model.pt", "--study", "c"]
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
@@ -620,13 +625,7 @@ def test_a_tune_killed_with_sigkill_has_its_trials_failed_when_it_resumes(tmp_pa
     """`zeroloop tune` killed with SIGKILL leaves its trial RUNNING (no handler
     runs); the same command, rerun, marks it failed in Optuna and MLflow and
     counts it in the summary, so nothing stays RUNNING for ever."""
-    game = make_game("tictactoe")
-    torch.manual_seed(0)
-    save_model(tmp_path / "model.pt", PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8,
-                                                                               value_hidden=8)), game)
-    data = parse_params({**TINY, "tune": {**TINY["tune"], "games": 8, "simulations": 16,
-                                          "confirm_games": 0}}).to_yaml_data()
-    (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+    _tiny_project(tmp_path, confirm_games=0)
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}", "ZEROLOOP_TUNE_HEARTBEAT": "1"}
     storage = _storage_url(tmp_path, kind)
     cmd = [_zeroloop_bin(), "tune", "--model", "model.pt", "--study", "k", "--storage", storage,
