@@ -181,18 +181,23 @@ class StudyTracker:
             if not token:
                 return runs
 
-    def backfill(self, trials: list, reason: str | None = None) -> list[int]:
+    def backfill(self, trials: list, reason: str | None = None, *, overrule: bool = False) -> list[int]:
         """A resumed study: those of its ``trials`` (Optuna's) that are
         finished but whose run is missing or never ended (their process could
         not reach the store before it went away) get it written from Optuna's
         record, tagged ``zeroloop.backfilled``. Returns their numbers.
-        ``reason``: a failed trial's error when Optuna's record has none."""
+        ``reason``: a failed trial's error when Optuna's record has none.
+        ``overrule``: a run that ended in another state than Optuna's is ended
+        again in Optuna's (its process died between ending the run and Optuna
+        storing the result, so Optuna failed a trial whose run says COMPLETE)."""
         finished = [t for t in trials if t.state.is_finished()]
         have = self.trial_runs() if finished else {}
         done = []
         for t in finished:
             old = have.get(t.number)
-            if old is not None and "optuna.state" in old.data.tags:
+            state = {"COMPLETE": "COMPLETE", "PRUNED": "PRUNED"}.get(t.state.name, "FAILED")
+            ended = old.data.tags.get("optuna.state") if old is not None else None
+            if ended is not None and (not overrule or ended == state):
                 continue
             # a run that exists took its parameters when it was created
             run = TrialRun(self, t.number, t.params if old is None else {},
@@ -200,8 +205,10 @@ class StudyTracker:
                            run_id=old.info.run_id if old is not None else None)
             if t.value is not None:
                 run.log({"final_score": t.value}, None)
-            state = {"COMPLETE": "COMPLETE", "PRUNED": "PRUNED"}.get(t.state.name, "FAILED")
-            run.end(state, error=t.system_attrs.get("fail_reason") or (reason if state == "FAILED" else None))
+            why = t.system_attrs.get("fail_reason") or reason
+            if ended is not None:
+                why = f"{why or 'failed in Optuna'} (its run had ended {ended} before Optuna stored the result)"
+            run.end(state, error=why if state == "FAILED" else None)
             done.append(t.number)
         return done
 
@@ -211,7 +218,7 @@ class StudyTracker:
         (or is written whole, when the process never sent it). The store
         failing costs the study nothing: the next run's backfill ends it."""
         try:
-            self.backfill([trial], reason)
+            self.backfill([trial], reason, overrule=True)
         except tracking_errors() as exc:
             print(f"warning: MLflow at {tracking_uri()} failed ({failure_line(exc)}); trial {trial.number}'s "
                   "run is ended by the study's next run", file=sys.stderr, flush=True)
