@@ -373,3 +373,38 @@ def test_fixed_batches_answer_the_same_bits_whether_the_inner_evaluator_pads_or_
         assert p1.dtype == p2.dtype == np.float32 and v1.dtype == v2.dtype == np.float32
         assert p1.shape == p2.shape and np.array_equal(p1, p2) and np.array_equal(v1, v2)
     assert (padded.requested, padded.hits, padded.computed) == (plain.requested, plain.hits, plain.computed)
+
+
+def test_the_cache_answers_what_the_network_would_and_keeps_the_most_recently_used():
+    """Behind the cache every answer is the bits a cache-less evaluator gives at the same batch
+    size, and the cache holds exactly the ``cache`` positions used last (a position asked for again
+    is fresh again; of more new positions than it holds in one call, the last ones): its hits are
+    those of a plain LRU model of it, call after call, evictions included."""
+    from collections import OrderedDict
+
+    from zeroloop.engine.nn import FixedBatchEvaluator
+    from zeroloop.engine.nn.inference import position_key
+
+    game, net = _net("connect4")
+    inner = NetworkEvaluator(game, net, "cpu")
+    cached, fresh = FixedBatchEvaluator(inner, batch=8, cache=12), FixedBatchEvaluator(inner, batch=8)
+    rng = np.random.default_rng(11)
+    pool = [random_line(game, int(rng.integers(0, 20)), rng)[0] for _ in range(30)]
+    model: OrderedDict = OrderedDict()
+    hits = 0
+    for n in (5, 9, 16, 1, 20, 3, 30, 8, 13, 2, 25):  # 30 and 25 new positions: more than it holds
+        states = [pool[int(i)] for i in rng.integers(0, len(pool), n)]
+        (p1, v1), (p2, v2) = cached(states), fresh(states)
+        assert np.array_equal(p1, p2) and np.array_equal(v1, v2)
+        new = []
+        for key in map(position_key, states):
+            if key in model:
+                model.move_to_end(key)
+                hits += 1
+            elif key not in new:
+                new.append(key)
+        model.update(dict.fromkeys(new))
+        while len(model) > 12:
+            model.popitem(last=False)
+        assert cached.hits == hits and list(cached._cache) == list(model)
+    assert hits > 0 and fresh.hits == 0

@@ -280,7 +280,11 @@ class FixedBatchEvaluator:
         if batch < 1 or cache < 0:
             raise ValueError(f"batch={batch} must be >= 1 and cache={cache} >= 0")
         self.inner, self.batch, self.capacity, self.timer = inner, batch, cache, timer
-        self._cache: OrderedDict[tuple, tuple[np.ndarray, float]] = OrderedDict()
+        # the cache: key -> its row of the answer arrays, least recently used first; the arrays
+        # are made at the first answer (its number of actions)
+        self._cache: OrderedDict[tuple, int] = OrderedDict()
+        self._priors: np.ndarray | None = None  # [cache, A] float32
+        self._values = np.zeros(cache, np.float32)
         self.requested = self.hits = self.computed = 0
 
     def __call__(self, states: Sequence[State]) -> tuple[np.ndarray, np.ndarray]:
@@ -288,51 +292,84 @@ class FixedBatchEvaluator:
         n = len(states)
         self.requested += n
         keys = [position_key(s) for s in states]
-        todo: dict[tuple, int] = {}  # key -> the first row that asks for it, in first-seen order
-        answers: dict[tuple, tuple[np.ndarray, float]] = {}
+        todo: dict[tuple, int] = {}  # key -> its row of this call's computed answers, in first-seen order
+        firsts: list[int] = []  # the first row of the request that asks for each of those
+        hit_rows: list[int] = []  # rows of the request answered from the cache ...
+        hit_slots: list[int] = []  # ... and their rows of the cache's arrays
+        new_rows: list[int] = []  # rows of the request computed now ...
+        new_from: list[int] = []  # ... and their rows of this call's answers
         cache = self._cache
+        get, to_end = cache.get, cache.move_to_end
         for i, key in enumerate(keys):
-            hit = cache.get(key)
-            if hit is not None:
-                cache.move_to_end(key)
-                answers[key] = hit
-                self.hits += 1
-            elif key not in todo:
-                todo[key] = i
-        todo_keys = list(todo)
-        if timer is not None:
-            timer.lap("cache")
-        # an inner evaluator that pads its own planes (``pads``) is not given the padding to encode
-        pads = getattr(self.inner, "pads", False)
-        for start in range(0, len(todo_keys), self.batch):
-            chunk_keys = todo_keys[start:start + self.batch]
-            chunk = [states[todo[k]] for k in chunk_keys]
-            m = len(chunk)
-            if timer is not None:
-                timer.lap("batching")
-            if pads:
-                priors, values = self.inner(chunk, pad_to=self.batch)
-            else:
-                priors, values = self.inner(chunk + [chunk[-1]] * (self.batch - m))
-            if timer is not None:
-                timer.lap("network")
-            self.computed += self.batch
-            got = [(priors[j], float(values[j])) for j in range(m)]
-            answers.update(zip(chunk_keys, got))
-            if timer is not None:
-                timer.lap("batching")
-            if self.capacity:
-                cache.update(zip(chunk_keys, got))
-                if timer is not None:
-                    timer.lap("cache")
-        while len(cache) > self.capacity:
-            cache.popitem(last=False)
+            slot = get(key)
+            if slot is not None:
+                to_end(key)
+                hit_rows.append(i)
+                hit_slots.append(slot)
+                continue
+            j = todo.get(key)
+            if j is None:
+                j = todo[key] = len(firsts)
+                firsts.append(i)
+            new_rows.append(i)
+            new_from.append(j)
+        self.hits += len(hit_rows)
         if timer is not None:
             timer.lap("cache")
         if not n:
             return np.zeros((0, 0), np.float32), np.zeros(0, np.float32)
-        priors_rows, value_rows = zip(*[answers[k] for k in keys])
-        out_p, out_v = np.array(priors_rows, np.float32), np.array(value_rows, np.float32)
+        # an inner evaluator that pads its own planes (``pads``) is not given the padding to encode
+        pads = getattr(self.inner, "pads", False)
+        m_all, size = len(firsts), self.batch
+        new_p: np.ndarray | None = None
+        new_v = np.empty(m_all, np.float32)
+        for start in range(0, m_all, size):
+            chunk = [states[i] for i in firsts[start:start + size]]
+            m = len(chunk)
+            if timer is not None:
+                timer.lap("batching")
+            if pads:
+                priors, values = self.inner(chunk, pad_to=size)
+            else:
+                priors, values = self.inner(chunk + [chunk[-1]] * (size - m))
+            if timer is not None:
+                timer.lap("network")
+            self.computed += size
+            if new_p is None:
+                new_p = np.empty((m_all, priors.shape[1]), np.float32)
+            new_p[start:start + m] = priors[:m]
+            new_v[start:start + m] = np.asarray(values).reshape(-1)[:m]
+        actions = new_p.shape[1] if new_p is not None else self._priors.shape[1]
+        out_p, out_v = np.empty((n, actions), np.float32), np.empty(n, np.float32)
+        if hit_rows:  # read before this call's answers may take the rows of evicted positions
+            out_p[hit_rows] = self._priors[hit_slots]
+            out_v[hit_rows] = self._values[hit_slots]
+        if new_rows:
+            out_p[new_rows] = new_p[new_from]
+            out_v[new_rows] = new_v[new_from]
         if timer is not None:
             timer.lap("batching")
+        if self.capacity and m_all:
+            self._remember(list(todo), new_p, new_v)
+            if timer is not None:
+                timer.lap("cache")
         return out_p, out_v
+
+    def _remember(self, keys: list[tuple], priors: np.ndarray, values: np.ndarray) -> None:
+        """Cache the answers to ``keys`` (new positions, in order), each taking
+        a free row or the least recently used position's."""
+        cache, capacity = self._cache, self.capacity
+        if self._priors is None:
+            self._priors = np.zeros((capacity, priors.shape[1]), np.float32)
+        keep = min(len(keys), capacity)  # of more new positions than the cache holds, the last ones
+        keys, priors, values = keys[-keep:], priors[-keep:], values[-keep:]
+        slots = []
+        for key in keys:
+            if len(cache) < capacity:
+                slot = len(cache)
+            else:
+                _, slot = cache.popitem(last=False)
+            cache[key] = slot
+            slots.append(slot)
+        self._priors[slots] = priors
+        self._values[slots] = values

@@ -447,6 +447,34 @@ def select_leaves(tree, slots, searched, params, gumbel, paths):
 
 
 @njit(cache=True)
+def masked_priors(priors, masks):
+    """``[B, A]`` float32 priors -> the same masked to the legal moves
+    (``masks``) and normalised row by row, in float32, the sum added left to
+    right; a row with nothing left on the legal moves becomes uniform over
+    them. What the search keeps of an evaluator's answer."""
+    n, actions = priors.shape
+    out = np.empty((n, actions), np.float32)
+    zero, tiny = np.float32(0.0), np.float32(1e-30)
+    for i in range(n):
+        total = zero
+        legal = 0
+        for a in range(actions):
+            p = priors[i, a] if masks[i, a] else zero
+            out[i, a] = p
+            total += p
+            legal += masks[i, a]
+        if total > zero:
+            total = max(total, tiny)
+            for a in range(actions):
+                out[i, a] = out[i, a] / total
+        else:
+            share = np.float32(1.0 / legal) if legal else np.float32(np.nan)
+            for a in range(actions):
+                out[i, a] = share if masks[i, a] else zero
+    return out
+
+
+@njit(cache=True)
 def expand_and_backup(tree, paths, params, n_leaves, terminal, values, priors, masks):
     """Store the evaluation of each leaf ``paths.leaf[i]`` (``i < n_leaves``)
     and back its value up its path.

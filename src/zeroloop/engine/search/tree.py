@@ -352,10 +352,7 @@ class BatchedMCTS:
         t2 = time.perf_counter()
         if timer is not None:  # what an evaluator given the timer did not charge itself
             timer.lap("network")
-        priors = np.where(masks, priors, 0.0).astype(np.float32)
-        total = row_sums(priors)[:, None]
-        uniform = masks / masks.sum(axis=1, keepdims=True)
-        priors = np.where(total > 0, priors / np.maximum(total, 1e-30), uniform).astype(np.float32)
+        priors = K.masked_priors(np.ascontiguousarray(priors, dtype=np.float32), masks)
         values = np.asarray(values, dtype=np.float32).reshape(-1)
         if timer is not None:
             timer.lap("batching")
