@@ -363,13 +363,11 @@ class FixedBatchEvaluator:
             self._priors = np.zeros((capacity, priors.shape[1]), np.float32)
         keep = min(len(keys), capacity)  # of more new positions than the cache holds, the last ones
         keys, priors, values = keys[-keep:], priors[-keep:], values[-keep:]
-        slots = []
-        for key in keys:
-            if len(cache) < capacity:
-                slot = len(cache)
-            else:
-                _, slot = cache.popitem(last=False)
-            cache[key] = slot
-            slots.append(slot)
+        free = capacity - len(cache)
+        slots = list(range(len(cache), len(cache) + min(free, keep)))
+        if keep > free:  # the rows of the least recently used positions, oldest first
+            pop = cache.popitem
+            slots += [pop(last=False)[1] for _ in range(keep - free)]
+        cache.update(zip(keys, slots))
         self._priors[slots] = priors
         self._values[slots] = values

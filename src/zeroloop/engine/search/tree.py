@@ -374,21 +374,17 @@ class BatchedMCTS:
         reached from ``parents`` through ``actions``, and back them up."""
         game, leaves, slot_of, timer = self.game, self._paths.leaf, self._paths.slot, self.timer
         t0 = time.perf_counter()
-        terminal = np.zeros(n, dtype=np.bool_)
-        values = np.zeros(n, dtype=np.float32)
-        live_idx, live_states, live_slots = [], [], []
-        apply, states, slot_list = game.apply, self.states, slot_of[:n].tolist()
-        steps = zip(parents.tolist(), actions.tolist(), leaves[:n].tolist())
-        for i, (parent, action, leaf) in enumerate(steps):
-            s = apply(states[parent], action)
+        apply, states = game.apply, self.states
+        new = [apply(states[p], a) for p, a in zip(parents.tolist(), actions.tolist())]
+        for leaf, s in zip(leaves[:n].tolist(), new):
             states[leaf] = s
-            if s.outcome is not None:
-                terminal[i] = True
-                values[i] = s.outcome
-            else:
-                live_idx.append(i)
-                live_states.append(s)
-                live_slots.append(slot_list[i])
+        outcomes = [s.outcome for s in new]
+        live_idx = [i for i, o in enumerate(outcomes) if o is None]
+        terminal = np.array([o is not None for o in outcomes], dtype=np.bool_)
+        values = np.array([0.0 if o is None else o for o in outcomes], dtype=np.float32)
+        slot_list = slot_of[:n].tolist()
+        live_states = [new[i] for i in live_idx]
+        live_slots = [slot_list[i] for i in live_idx]
         A = game.num_actions
         priors = np.zeros((n, A), dtype=np.float32)
         masks = np.zeros((n, A), dtype=np.bool_)
