@@ -408,3 +408,17 @@ def test_the_cache_answers_what_the_network_would_and_keeps_the_most_recently_us
             model.popitem(last=False)
         assert cached.hits == hits and list(cached._cache) == list(model)
     assert hits > 0 and fresh.hits == 0
+
+
+def test_a_batch_of_positions_is_keyed_as_each_position_alone():
+    """The cache keys a batch in one pass: Connect Four's plain states, Go's (whose earlier boards
+    are part of the key) and a list mixing the two get the keys :func:`position_key` gives each."""
+    from zeroloop.engine.nn.inference import keys_of, position_key
+
+    rng = np.random.default_rng(2)
+    c4, go = make_game("connect4"), make_game("go-7")
+    plain = [random_line(c4, int(rng.integers(0, 15)), rng)[0] for _ in range(20)]
+    boards = [random_line(go, int(rng.integers(0, 15)), rng)[0] for _ in range(20)]
+    for states in (plain, boards, plain[:5] + boards[:5], boards[:3] + plain, []):
+        assert keys_of(states) == [position_key(s) for s in states]
+    assert len(keys_of(boards)[0]) == 5 and len(keys_of(plain)[0]) == 4

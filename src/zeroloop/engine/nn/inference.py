@@ -255,6 +255,16 @@ def position_key(state: State) -> tuple:
     return state.me, state.opp, state.last, state.ply & 1, extra
 
 
+def keys_of(states: Sequence[State]) -> list[tuple]:
+    """:func:`position_key` of each state, in one pass: states of one class
+    without a ``planes_key`` (every game but Go) are keyed without looking
+    for one on each."""
+    cls = type(states[0]) if states else State
+    if getattr(cls, "planes_key", None) is None and all(type(s) is cls for s in states):
+        return [(s.me, s.opp, s.last, s.ply & 1) for s in states]
+    return [position_key(s) for s in states]
+
+
 class FixedBatchEvaluator:
     """An evaluator that hands its inner one exactly ``batch`` positions per
     call (the last call of a request padded with copies of a position) and
@@ -291,7 +301,7 @@ class FixedBatchEvaluator:
         timer = self.timer
         n = len(states)
         self.requested += n
-        keys = [position_key(s) for s in states]
+        keys = keys_of(states)
         todo: dict[tuple, int] = {}  # key -> its row of this call's computed answers, in first-seen order
         firsts: list[int] = []  # the first row of the request that asks for each of those
         hit_rows: list[int] = []  # rows of the request answered from the cache ...
