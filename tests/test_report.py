@@ -84,3 +84,15 @@ def test_the_reports_time_split_sums_each_kind_of_stage_and_leaves_out_what_was_
     # an evaluation from before the stages recorded their process time: left out, not guessed
     del rows[0]["eval"]["stage_wall_s"]
     assert "eval" not in report.time_split(rows) and report.split_line({}) == "time by stage: not recorded"
+
+
+def test_a_champion_that_won_every_game_against_the_anchor_gets_no_rating_as_if_measured():
+    """30 of 30 against the anchor bounds no Elo: the fit's number is then its prior's (a run
+    printed "Elo 1425 ± 3549"), so the report says what the games measured instead; a score
+    inside (0, 1), or no score against the anchor, keeps the number and its interval."""
+    assert report.elo_text(382.4, 61.2, "uct1000", 0.97) == "Elo 382 ± 120 (uct1000 = 0)"
+    assert report.elo_text(10.0, 5.0, "gnugo1", None) == "Elo 10 ± 10 (gnugo1 = 0)"
+    won = report.elo_text(1425.2, 1810.0, "uct1000", 1.0)
+    assert won.startswith("Elo above what its games measure (100% against uct1000, the anchor")
+    assert "1425 ± 3548" in won and "prior" in won
+    assert report.elo_text(-900.0, 1500.0, "gnugo1", 0.0).startswith("Elo below what its games measure (0%")

@@ -342,6 +342,19 @@ def log_report(tr: Tracker, layout: Layout, report: RunReport) -> str:
     return version
 
 
+def elo_text(elo: float, se: float, anchor: str, anchor_score: float | None) -> str:
+    """The champion's Elo as the report says it: with its 95% interval, or,
+    when it won (or lost) every game against the anchor, as what it is: a
+    rating its games do not bound, the fit's number then coming from its
+    prior (Elo needs an anchor the games can inform)."""
+    fit = f"{elo:.0f} ± {1.96 * se:.0f}"
+    if anchor_score is not None and anchor_score in (0.0, 1.0):
+        side = "above" if anchor_score == 1.0 else "below"
+        return (f"Elo {side} what its games measure ({anchor_score:.0%} against {anchor}, the anchor; "
+                f"the fit's {fit} is its prior's)")
+    return f"Elo {fit} ({anchor} = 0)"
+
+
 def report_lines(p: Params, layout: Layout, report: RunReport, version: str | None) -> list[str]:
     """The report in a few lines for the terminal: the champion's strength and
     registration, GnuGo's levels, the move errors, the held-out test per group
@@ -349,9 +362,11 @@ def report_lines(p: Params, layout: Layout, report: RunReport, version: str | No
     metrics, last, final_eval = report.metrics, report.generations[-1], report.final_eval
     anchor = metrics["elo_anchor"]
     reg = f"; registered as {p.registered_model_name()} v{version} @champion" if version else ""
+    scores = {f"uct{p.evaluate.uct_playouts}": last["vs_uct"],
+              **{final_eval[k]["opponent"]: last[k] for k in gnugo_keys(final_eval)}}
+    elo = elo_text(last["elo"], last["elo_se"], anchor, scores.get(anchor))
     lines = [f"champion {metrics['champion']} after {len(report.generations)} generations "
-             f"({last['training_minutes']:.0f} min of training): Elo {last['elo']:.0f} "
-             f"± {1.96 * last['elo_se']:.0f} ({anchor} = 0), vs random {last['vs_random']:.0%}, "
+             f"({last['training_minutes']:.0f} min of training): {elo}, vs random {last['vs_random']:.0%}, "
              f"vs uct{p.evaluate.uct_playouts} {last['vs_uct']:.0%}{reg}"]
     for key in gnugo_keys(final_eval):
         name = final_eval[key]["opponent"]
