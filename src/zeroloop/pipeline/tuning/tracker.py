@@ -207,7 +207,8 @@ class StudyTracker:
                 run.log({"final_score": t.value}, None)
             why = t.system_attrs.get("fail_reason") or reason
             if ended is not None:
-                why = f"{why or 'failed in Optuna'} (its run had ended {ended} before Optuna stored the result)"
+                why = (f"{why or 'failed in Optuna'} (its run had ended {ended} before Optuna stored "
+                       "the result)")
             run.end(state, error=why if state == "FAILED" else None)
             done.append(t.number)
         return done
