@@ -52,8 +52,13 @@ def _answers_as_the_trained_net(game, net):
 @pytest.mark.parametrize("name", ["connect4", "othello-6x6"])
 def test_an_answer_does_not_depend_on_the_rest_of_the_batch(name, batch, precision):
     game, net = _net(name)
-    ev = NetworkEvaluator(game, net, "cpu", precision=precision)
-    x = _planes(game, 96, 1)
+    _answers_alone_and_in_any_batch_alike(NetworkEvaluator(game, net, "cpu", precision=precision),
+                                          _planes(game, 96, 1), batch, rounds=60)
+
+
+def _answers_alone_and_in_any_batch_alike(ev, x, batch: int, rounds: int) -> None:
+    """Each position of ``x`` answered with zero rows around it, then in ``rounds`` random
+    batches of ``batch`` of them: the same bits every time."""
     alone = []
     for j in range(len(x)):  # each position with zero rows around it
         b = np.zeros((batch,) + x.shape[1:], np.float32)
@@ -61,7 +66,7 @@ def test_an_answer_does_not_depend_on_the_rest_of_the_batch(name, batch, precisi
         p, v = ev.evaluate_planes(b)
         alone.append((p[0].tobytes(), float(v[0])))
     rng = np.random.default_rng(2)
-    for _ in range(60):
+    for _ in range(rounds):
         idx = rng.choice(len(x), batch, replace=True)  # duplicates included, as padding makes them
         p, v = ev.evaluate_planes(x[idx])
         for r, j in enumerate(idx):
@@ -274,21 +279,8 @@ def test_each_kind_folds_its_batchnorm_and_answers_as_the_trained_net(kind, name
 @pytest.mark.parametrize("kind", sorted(KINDS))
 def test_each_kinds_answer_does_not_depend_on_the_rest_of_the_batch(kind, precision):
     game, net = _kind_net(kind, "connect4")
-    ev = NetworkEvaluator(game, net, "cpu", precision=precision)
-    x = _planes(game, 48, 1)
-    batch = 16
-    alone = []
-    for j in range(len(x)):
-        b = np.zeros((batch,) + x.shape[1:], np.float32)
-        b[0] = x[j]
-        p, v = ev.evaluate_planes(b)
-        alone.append((p[0].tobytes(), float(v[0])))
-    rng = np.random.default_rng(2)
-    for _ in range(20):
-        idx = rng.choice(len(x), batch, replace=True)
-        p, v = ev.evaluate_planes(x[idx])
-        for r, j in enumerate(idx):
-            assert (p[r].tobytes(), float(v[r])) == alone[j]
+    _answers_alone_and_in_any_batch_alike(NetworkEvaluator(game, net, "cpu", precision=precision),
+                                          _planes(game, 48, 1), 16, rounds=20)
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
