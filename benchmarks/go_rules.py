@@ -1,10 +1,12 @@
 """Go's rules alone, and what they cost inside self-play, in one run.
 
 1. Rules: seeded random games (a pass now and then) on each board size,
-   moves per second of ``legal_mask`` + ``apply``, with the legal moves found
-   two ways: one pass over the chains (what ``Go.legal_mask`` does) and a
-   capture search per empty point (``Go._legal_point``, the reference). The
-   two must give the same masks, and the script says whether they did.
+   moves per second of ``legal_mask`` + ``apply``, three ways: the numba
+   kernels (what ``Go`` does on boards up to 10x10,
+   :mod:`zeroloop.engine.games.go_kernels`), one pass over the chains in
+   Python (a state without keys: larger boards) and a capture search per
+   empty point (``Go._legal_point``, the reference). All must give the same
+   masks, and the script says whether they did.
 2. Self-play: ``--games`` games of a random net at ``--sims`` simulations on
    the last size, in this process, with the time split between the network,
    the tree and the rules.
@@ -31,13 +33,17 @@ def reference_mask(game, state) -> np.ndarray:
     return mask
 
 
-def rules_rate(game, seconds: float, seed: int, masker, keep: int = 2000) -> tuple[float, list]:
+def rules_rate(game, seconds: float, seed: int, masker, keys: bool, keep: int = 2000) -> tuple[float, list]:
     """Moves per second of random play with ``masker`` finding the legal
-    moves; the first ``keep`` positions met with their masks."""
+    moves, from a start with Zobrist keys (the kernels) or without (Python);
+    the first ``keep`` positions met with their masks."""
+    from dataclasses import replace
+
     rng = np.random.default_rng(seed)
+    start = game.initial_state() if keys else replace(game.initial_state(), keys=frozenset())
     moves, kept, t0 = 0, [], time.perf_counter()
     while time.perf_counter() - t0 < seconds or not moves:
-        s = game.initial_state()
+        s = start
         while s.outcome is None:
             m = masker(s)
             if len(kept) < keep:
@@ -68,11 +74,14 @@ def main() -> None:
     sizes = [int(x) for x in a.sizes.split(",")]
     for n in sizes:
         game = make_game(f"go-{n}")
-        fast, kept = rules_rate(game, a.seconds, a.seed, game.legal_mask)
-        slow, _ = rules_rate(game, a.seconds, a.seed, lambda s, g=game: reference_mask(g, s))
-        same = all(np.array_equal(m, reference_mask(game, s)) for s, m in kept)
-        print(f"go-{n}: rules {fast:,.0f} moves/s (chains once), {slow:,.0f} moves/s (a capture search "
-              f"a point), ratio {fast / slow:.2f}x; same legal moves: {'yes' if same else 'NO'}")
+        kernels, kept = rules_rate(game, a.seconds, a.seed, game.legal_mask, keys=True)
+        chains, kept_py = rules_rate(game, a.seconds, a.seed, game.legal_mask, keys=False)
+        slow, _ = rules_rate(game, a.seconds, a.seed, lambda s, g=game: reference_mask(g, s), keys=False)
+        same = all(np.array_equal(m, reference_mask(game, s)) for s, m in kept + kept_py)
+        print(f"go-{n}: rules {kernels:,.0f} moves/s (numba kernels), "
+              f"{chains:,.0f} moves/s (chains in Python), "
+              f"{slow:,.0f} moves/s (a capture search a point); kernels/chains {kernels / chains:.2f}x, "
+              f"chains/search {chains / slow:.2f}x; same legal moves: {'yes' if same else 'NO'}")
     if a.games:
         selfplay(make_game(f"go-{sizes[-1]}"), a.games, a.sims, a.seed)
 

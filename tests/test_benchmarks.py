@@ -46,7 +46,8 @@ SMOKE = {
         ["generic playouts", "fast playouts", "speed-up of the match", "same games both ways: yes"]),
     "go_rules.py": (
         ["--sizes", "5", "--seconds", "0.05", "--games", "2", "--sims", "4"],
-        ["go-5: rules", "ratio", "same legal moves: yes", "go-5 self-play", "simulations/s", "time split"]),
+        ["go-5: rules", "numba kernels", "kernels/chains", "same legal moves: yes", "go-5 self-play",
+         "simulations/s", "time split"]),
     "gate_simulation.py": (
         ["--matches", "20", "--elo", "0", "70"],
         ["chance of promotion / mean games played", "| fixed 40 games |", "| SPRT width"]),

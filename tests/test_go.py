@@ -1,5 +1,7 @@
 """Go's rules on hand-built positions, and against GnuGo's own answers."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -95,9 +97,50 @@ def test_positional_superko_refuses_any_earlier_board():
     black, white = stones(g, after)
     # the same move from the same position, but with the resulting board already seen once
     seen = s.seen | {(after.opp, after.me)}  # (black, white) after Black's C4: White is to move there
-    again = GoState(s.me, s.opp, s.ply, s.last, None, s.passes, seen)
+    again = GoState(s.me, s.opp, s.ply, s.last, None, s.passes, seen)  # no keys: the rules read the boards
     assert not g.legal_mask(again)[c4] and g.legal_mask(s)[c4]
+    by_keys = replace(again, keys=s.keys | {g._key(after.opp, after.me)})  # the kernels' path: by its key
+    assert not g.legal_mask(by_keys)[c4] and g.legal_mask(by_keys).sum() == g.legal_mask(again).sum() > 1
+    with pytest.raises(IllegalMoveError, match="superko"):
+        g.apply(by_keys, c4)
     assert (black, white) == ({"C3", "C4"}, set())
+
+
+@pytest.mark.parametrize("name", ["go-5", "go-7", "go-9"])
+def test_the_kernels_play_by_the_same_rules_as_the_python_chains(name):
+    """Random games with captures and kos: at every position the numba rules
+    (legal moves, the board after a move and its key, the area) and the
+    Python ones (a state without keys) agree, and some positions met a
+    point that only superko forbids, found by its key."""
+    g, rng = make_game(name), np.random.default_rng(7)
+    assert g._kernel
+    refused_by_superko = 0
+    for _ in range(40):
+        s = g.initial_state()
+        while s.outcome is None:
+            plain = replace(s, keys=frozenset())
+            mask = g.legal_mask(s)
+            assert np.array_equal(mask, g.legal_mask(plain))
+            empty = ~mask[:-1] & ~g.bits_to_cells([s.me | s.opp])[0].astype(bool)
+            refused_by_superko += sum(g._play_stone(s.me, s.opp, g.cell_bits[a]) is not None
+                                      for a in np.flatnonzero(empty))
+            legal = np.flatnonzero(mask)
+            a = int(legal[rng.integers(len(legal))]) if rng.random() > 0.03 else g.pass_action
+            nxt, ref = g.apply(s, a), g.apply(plain, a)
+            assert (nxt.me, nxt.opp, nxt.seen, nxt.outcome) == (ref.me, ref.opp, ref.seen, ref.outcome)
+            assert nxt.keys == {g._key(b, w) for b, w in nxt.seen} and not ref.keys
+            black, white = g._boards(nxt, nxt.me, nxt.opp)
+            assert g.area(black, white) == _area_by_bits(g, black, white)
+            s = nxt
+    assert refused_by_superko > 0
+
+
+def _area_by_bits(g, black, white):
+    g._kernel = False
+    try:
+        return g.area(black, white)
+    finally:
+        g._kernel = True
 
 
 def test_two_passes_end_the_game_with_area_scoring_and_komi():

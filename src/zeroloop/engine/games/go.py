@@ -18,8 +18,13 @@
 Moves are written as GTP writes them: a column letter (``I`` skipped) and a
 row number counted from the bottom (``D4``, ``C7``), and ``pass``.
 
+On boards up to 10x10 the rules run as numba kernels over cell arrays
+(:mod:`~zeroloop.engine.games.go_kernels`; superko by Zobrist keys, a key
+already seen checked against the boards); larger boards, and states built
+without keys, take the same rules in Python. A test holds the two equal.
+
 A :class:`GoState` carries, beyond the shared fields, the consecutive passes,
-every earlier board (for superko) and the last few boards. The network sees
+every earlier board (for superko) with its Zobrist key, and the last few boards. The network sees
 the usual four planes (own stones, the opponent's, the last move, the
 colour) and, for each of the :data:`HISTORY` positions before the last
 moves, the mover's and the opponent's stones there: 10 planes.
@@ -33,8 +38,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from zeroloop.engine.games import go_kernels
 from zeroloop.engine.games.base import IllegalMoveError, State, Symmetry
 from zeroloop.engine.games.bitboard import BitboardGame
+from zeroloop.engine.games.go_kernels import words
 from zeroloop.engine.games.text import TokenNotation
 
 #: GTP's column letters: A-Z without I
@@ -48,12 +55,15 @@ _TOKEN = re.compile(r"\s*(pass|[a-hj-zA-HJ-Z]\d+)", re.IGNORECASE)
 class GoState(State):
     """A Go position: ``passes`` in a row just played, ``seen``, every
     board of the game so far as ``(black, white)`` bitboards (this one
-    included), which positional superko forbids repeating, and ``recent``,
-    the boards before the last :data:`HISTORY` moves, for the input planes."""
+    included), which positional superko forbids repeating, ``recent``,
+    the boards before the last :data:`HISTORY` moves, for the input planes,
+    and ``keys``, the Zobrist keys of ``seen``'s boards, which let the legal
+    moves look a board up by its key."""
 
     passes: int = 0
     seen: frozenset = frozenset()
     recent: tuple = ()  # (black, white) before each of the last HISTORY moves, the latest first
+    keys: frozenset = frozenset()  # Zobrist keys of seen's boards (empty: not kept, the rules read seen)
 
     @property
     def planes_key(self) -> tuple:
@@ -81,12 +91,31 @@ class Go(TokenNotation, BitboardGame):
         self.max_moves = 3 * size * size
         self.stride = size + 1  # a padding bit per row: no shift wraps round
         self._setup_bits()
-        self._start = GoState(0, 0, seen=frozenset({(0, 0)}))
+        # the kernels' tables, where the padded board fits their two words
+        self._kernel = int(self.bit_of_cell.max()) < go_kernels.MAX_BITS
+        self._nbr = self._neighbours()
+        self._zob = go_kernels.zobrist_table(size * size)
+        self._start = GoState(0, 0, seen=frozenset({(0, 0)}), keys=frozenset({0} if self._kernel else ()))
 
     def initial_state(self) -> GoState:
         return self._start
 
     # -- stones -----------------------------------------------------------
+    def _neighbours(self) -> np.ndarray:
+        """``[cells, 4]`` int64: each point's neighbours, -1 off the board."""
+        n = self.size
+        out = np.full((n * n, 4), -1, np.int64)
+        for i in range(n * n):
+            r, c = divmod(i, n)
+            for k, (dr, dc) in enumerate(((-1, 0), (1, 0), (0, -1), (0, 1))):
+                if 0 <= r + dr < n and 0 <= c + dc < n:
+                    out[i, k] = (r + dr) * n + c + dc
+        return out
+
+    def _key(self, black: int, white: int) -> int:
+        """The Zobrist key of a board (:mod:`~zeroloop.engine.games.go_kernels`)."""
+        return int(go_kernels.board_key(*words(black), *words(white), self.bit_of_cell, self._zob))
+
     def _around(self, x: int) -> int:
         """The cells next to the stones of ``x``, on the board."""
         s = self.stride
@@ -134,6 +163,25 @@ class Go(TokenNotation, BitboardGame):
         mask = np.zeros(self.num_actions, dtype=bool)
         if state.outcome is not None:
             return mask
+        if state.keys:
+            return self._legal_by_kernel(state, mask)
+        return self._legal_by_chains(state, mask)
+
+    def _legal_by_kernel(self, state: GoState, mask: np.ndarray) -> np.ndarray:
+        """The legal moves from :func:`~zeroloop.engine.games.go_kernels.legal_points`,
+        superko by the keys: a point whose board-after key was seen is checked
+        against the boards (a repetition, or a key collision)."""
+        after = np.empty(self.pass_action, np.int64)
+        k = go_kernels.legal_points(*words(state.me), *words(state.opp), state.ply % 2 == 0, self.bit_of_cell,
+                                    self._nbr, self._zob, mask, after)
+        if not state.keys.isdisjoint(after[:k].tolist()):  # a repetition (or a key collision): by the boards
+            for a in np.flatnonzero(mask[:self.pass_action]).tolist():
+                mask[a] = self._legal_point(state, a) is not None
+        return mask
+
+    def _legal_by_chains(self, state: GoState, mask: np.ndarray) -> np.ndarray:
+        """The legal moves in Python, for boards the kernels do not take and
+        states without keys."""
         # one pass over the chains instead of a capture search per point: the opponent's chains in
         # atari (by their one liberty) and the points next to an own chain with another liberty
         me, opp, seen = state.me, state.opp, state.seen
@@ -169,19 +217,41 @@ class Go(TokenNotation, BitboardGame):
         recent = (self._boards(state, state.me, state.opp), *state.recent[:HISTORY - 1])
         if action == self.pass_action:
             passes = state.passes + 1
-            nxt = GoState(state.opp, state.me, ply, action, None, passes, state.seen, recent)
+            nxt = GoState(state.opp, state.me, ply, action, None, passes, state.seen, recent, state.keys)
         else:
-            after = self._legal_point(state, action)
+            after = self._played(state, action)
             if after is None:
                 raise IllegalMoveError(self._why_illegal(state, action))
-            me, opp = after
-            nxt = GoState(opp, me, ply, action, None, 0, state.seen | {self._boards(state, me, opp)}, recent)
+            me, opp, board, key = after
+            keys = state.keys | {key} if state.keys else state.keys
+            nxt = GoState(opp, me, ply, action, None, 0, state.seen | {board}, recent, keys)
         if nxt.passes >= 2 or ply >= self.max_moves:
             diff = self.score(nxt)  # Black's lead
             black_to_move = ply % 2 == 0
             outcome = float(np.sign(diff if black_to_move else -diff))
-            nxt = GoState(nxt.me, nxt.opp, ply, action, outcome, nxt.passes, nxt.seen, recent)
+            nxt = GoState(nxt.me, nxt.opp, ply, action, outcome, nxt.passes, nxt.seen, recent, nxt.keys)
         return nxt
+
+    def _played(self, state: GoState, action: int) -> tuple[int, int, tuple[int, int], int | None] | None:
+        """The mover's stones and the opponent's after playing the point
+        ``action``, the board as ``(black, white)`` and its key (None where
+        the state keeps no keys); None when the move is illegal."""
+        if (state.me | state.opp) & self.cell_bits[action]:
+            return None
+        if state.keys:
+            ok, me0, me1, opp0, opp1, key = go_kernels.play_point(
+                *words(state.me), *words(state.opp), state.ply % 2 == 0, action, self.bit_of_cell, self._nbr,
+                self._zob)
+            if not ok:
+                return None
+            me, opp = me0 | (me1 << go_kernels.WORD_BITS), opp0 | (opp1 << go_kernels.WORD_BITS)
+        else:
+            after = self._play_stone(state.me, state.opp, self.cell_bits[action])
+            if after is None:
+                return None
+            (me, opp), key = after, None
+        board = self._boards(state, me, opp)
+        return None if board in state.seen else (me, opp, board, key)
 
     def _why_illegal(self, state: State, action: int) -> str:
         where = self.format_action(action)
@@ -196,6 +266,8 @@ class Go(TokenNotation, BitboardGame):
     def area(self, black: int, white: int) -> tuple[int, int]:
         """Tromp-Taylor area: each side's stones plus the empty points that
         reach only its stones."""
+        if self._kernel:
+            return go_kernels.area(*words(black), *words(white), self.bit_of_cell, self._nbr)
         empty = self.board_bits & ~(black | white)
         b_area, w_area = black.bit_count(), white.bit_count()
         while empty:
@@ -225,8 +297,9 @@ class Go(TokenNotation, BitboardGame):
         last = sym.action(state.last) if state.last >= 0 else -1
         seen = frozenset((self._map_board(b, sym), self._map_board(w, sym)) for b, w in state.seen)
         recent = tuple((self._map_board(b, sym), self._map_board(w, sym)) for b, w in state.recent)
+        keys = frozenset(self._key(b, w) for b, w in seen) if state.keys else state.keys
         return GoState(self._map_board(state.me, sym), self._map_board(state.opp, sym), state.ply, last,
-                       state.outcome, state.passes, seen, recent)
+                       state.outcome, state.passes, seen, recent, keys)
 
     # -- input planes -------------------------------------------------------
     def encode(self, states: Sequence[State]) -> np.ndarray:
