@@ -89,6 +89,29 @@ def test_ko_cannot_be_retaken_at_once_but_can_after_a_move_elsewhere():
     assert "C3" not in stones(g, s)[1]
 
 
+def test_liberty_and_ko_planes_mark_chains_in_atari_and_the_point_ko_forbids():
+    """Planes 10-16: the mover's stones in chains of 1, 2 and 3+ liberties,
+    the opponent's likewise, and the point a ko forbids retaking at once."""
+    g = make_game("go-5")
+    s = setup(g, "B3 C4 C2 D3", "E3 D4 D2", black_to_move=False)  # White to move
+    x = g.encode([s])[0].reshape(g.num_planes, -1)
+    at = g.parse_action
+    mover = {k: {g.format_action(i) for i in np.flatnonzero(x[10 + k])} for k in range(3)}
+    other = {k: {g.format_action(i) for i in np.flatnonzero(x[13 + k])} for k in range(3)}
+    assert mover == {0: set(), 1: {"E3", "D2", "D4"}, 2: set()}  # White: E3 (E2, E4), D2, D4 have two
+    assert other == {0: {"D3"}, 1: set(), 2: {"B3", "C4", "C2"}}  # Black: D3's last liberty is C3
+    assert not x[16].any()
+    taken = g.apply(s, at("C3"))  # White takes D3: a ko, which Black may not retake at once
+    y = g.encode([taken])[0].reshape(g.num_planes, -1)
+    assert np.flatnonzero(y[16]).tolist() == [at("D3")] and not g.legal_mask(taken)[at("D3")]
+    assert y[13 + 0, at("C3")] == 1  # the taking stone, White's (the opponent now), in atari
+    later = g.apply(g.apply(taken, at("A5")), at("E5"))  # after an exchange elsewhere the ko is open
+    assert not g.encode([later])[0][16].any() and g.legal_mask(later)[at("D3")]
+    # a capture of one stone that is no ko: the taking stone keeps other liberties
+    s = setup(g, "C4 B3 D3", "C3")
+    assert not g.encode([g.apply(s, at("C2"))])[0][16].any()
+
+
 def test_positional_superko_refuses_any_earlier_board():
     g = make_game("go-5")
     s = setup(g, "C3", "")
@@ -131,8 +154,17 @@ def test_the_kernels_play_by_the_same_rules_as_the_python_chains(name):
             assert nxt.keys == {g._key(b, w) for b, w in nxt.seen} and not ref.keys
             black, white = g._boards(nxt, nxt.me, nxt.opp)
             assert g.area(black, white) == _area_by_bits(g, black, white)
+            assert np.array_equal(g.encode([nxt]), _encode_by_bits(g, nxt))
             s = nxt
     assert refused_by_superko > 0
+
+
+def _encode_by_bits(g, state):
+    g._kernel = False
+    try:
+        return g.encode([state])
+    finally:
+        g._kernel = True
 
 
 def _area_by_bits(g, black, white):
@@ -323,7 +355,7 @@ def test_history_planes_show_the_positions_before_the_last_moves():
     from zeroloop.engine.nn.inference import position_key
 
     g = make_game("go-5")
-    assert g.num_planes == 10
+    assert g.num_planes == 17
     s = setup(g, "C4 B3 D3", "C3")  # Black to move; White's C3 has one liberty, C2
     captured = g.apply(s, g.parse_action("C2"))  # Black captures; White to move
     x = g.encode([captured])[0]

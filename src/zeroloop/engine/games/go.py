@@ -48,6 +48,8 @@ from zeroloop.engine.games.text import TokenNotation
 COLUMNS = "ABCDEFGHJKLMNOPQRSTUVWXYZ"
 #: earlier positions the network sees besides the current one
 HISTORY = 3
+#: planes after the history ones: each side's stones by liberties (1, 2, 3+), and the ko point
+FEATURES = 7
 _TOKEN = re.compile(r"\s*(pass|[a-hj-zA-HJ-Z]\d+)", re.IGNORECASE)
 
 
@@ -87,7 +89,7 @@ class Go(TokenNotation, BitboardGame):
             f"go-{size}-komi{self.komi:g}"
         self.pass_action = size * size
         self.num_actions = size * size + 1
-        self.num_planes = 4 + 2 * HISTORY
+        self.num_planes = 4 + 2 * HISTORY + FEATURES
         self.max_moves = 3 * size * size
         self.stride = size + 1  # a padding bit per row: no shift wraps round
         self._setup_bits()
@@ -320,7 +322,42 @@ class Go(TokenNotation, BitboardGame):
             occ = self.bits_to_cells(boards).reshape(len(where), 2, self.rows, self.cols)
             for (i, p), pair in zip(where, occ, strict=True):
                 out[i, p:p + 2] = pair
+        first = 4 + 2 * HISTORY
+        for i, s in enumerate(states):
+            planes = out[i, first:].reshape(FEATURES, -1)
+            last, ko = self.last_cell(s), self._ko_point(s)
+            if self._kernel:
+                go_kernels.liberty_planes(*words(s.me), *words(s.opp), last, ko, self.bit_of_cell, self._nbr,
+                                          planes)
+            else:
+                self._liberty_planes(s, last, ko, planes)
         return out
+
+    def _ko_point(self, state: GoState) -> int:
+        """The one stone of the side to move that the last move took (a cell),
+        or -1; a ko point when the taking stone then stands alone in atari."""
+        if not state.recent or self.last_cell(state) < 0:
+            return -1
+        black, white = state.recent[0]
+        taken = (black if state.ply % 2 == 0 else white) & ~state.me
+        if not taken or taken & (taken - 1):
+            return -1
+        return self.cell_bits.index(taken)
+
+    def _liberty_planes(self, state: GoState, last: int, ko: int, out: np.ndarray) -> None:
+        """:func:`~zeroloop.engine.games.go_kernels.liberty_planes` in Python."""
+        empty = self.board_bits & ~(state.me | state.opp)
+        for side, stones in enumerate((state.me, state.opp)):
+            rest = stones
+            while rest:
+                g = self.group(rest & -rest, stones)
+                rest &= ~g
+                libs = (self._around(g) & empty).bit_count()
+                out[3 * side + min(libs, 3) - 1] += self.bits_to_cells([g])[0]
+        if ko >= 0 and last >= 0:
+            g = self.group(self.cell_bits[last], state.opp)
+            if g == self.cell_bits[last] and (self._around(g) & empty).bit_count() == 1:
+                out[6, ko] = 1.0
 
     # -- notation ---------------------------------------------------------
     def _col_label(self, c: int) -> str:

@@ -194,6 +194,35 @@ def play_point(me0, me1, opp0, opp1, black_moves, point, bit_of_cell, nbr, zob):
 
 
 @njit(cache=True)
+def liberty_planes(me0, me1, opp0, opp1, last, ko, bit_of_cell, nbr, out):
+    """Fill ``out`` ``[7, cells]`` (zeroed by the caller): the mover's stones
+    in chains of 1, 2 and 3+ liberties, the opponent's likewise, and the ko
+    point: ``ko``, the one stone the last move (``last``) took, when that
+    move's stone stands alone with that point its only liberty (retaking it
+    would repeat the board); -1 for none."""
+    n = bit_of_cell.shape[0]
+    board = np.empty(n, np.int8)
+    _cells(me0, me1, opp0, opp1, bit_of_cell, board)
+    chain = np.empty(n, np.int64)
+    libs = np.empty(n, np.int64)
+    keys = np.empty(n, np.int64)
+    zob = np.zeros((n, 2), np.int64)
+    _chains(board, nbr, zob, 0, chain, libs, keys)
+    for i in range(n):
+        if board[i] != 0:
+            plane = 3 * (board[i] - 1) + min(libs[chain[i]], 3) - 1
+            out[plane, i] = 1.0
+    if ko >= 0 and last >= 0 and board[last] == 2 and libs[chain[last]] == 1:
+        alone = True
+        for k in range(4):
+            q = nbr[last, k]
+            if q >= 0 and board[q] == 2:
+                alone = False
+        if alone:
+            out[6, ko] = 1.0
+
+
+@njit(cache=True)
 def area(black0, black1, white0, white1, bit_of_cell, nbr):
     """Tromp-Taylor area ``(black, white)``: each side's stones plus the
     empty points that reach only its stones."""
