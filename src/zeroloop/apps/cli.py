@@ -194,6 +194,13 @@ def cmd_errors(args: argparse.Namespace) -> int:
         return 2
 
 
+def cmd_match(args: argparse.Namespace) -> int:
+    from zeroloop.apps.match import main_or_error
+
+    return main_or_error(args.model, args.against, args.games, args.sims, args.seed, args.params, args.root,
+                         args.workers, args.json)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from zeroloop.pipeline.stages.__main__ import main as run_stage
 
@@ -390,6 +397,28 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument("--json", action="store_true",
                     help="one JSON line per model and set (and per paired comparison) instead of tables")
     er.set_defaults(func=cmd_errors)
+
+    ma = sub.add_parser(
+        "match", help="a model against GnuGo, rollout UCT, random play or another model, with intervals",
+        description="Colour-balanced games of a model against each opponent, searched as the evaluate "
+                    "stage searches (evaluate.simulations, mcts settings, runtime.precision of --params), "
+                    "from the same seeded random openings (evaluate.opening_plies) for every opponent and "
+                    "every model measured with the same seed: the score (wins + half the draws) with its "
+                    "95% interval and the Elo difference it implies.",
+        epilog="Opponents: gnugo:LEVEL (Go; GnuGo over GTP, level 1-10), uct:PLAYOUTS (rollout UCT), random, "
+               "greedy, or a model file or id, searched as MODEL is. Example: zeroloop match champion "
+               "--against gnugo:1 gnugo:10 --games 60")
+    ma.add_argument("model", help="model file or id (champion, genN, ...)")
+    ma.add_argument("--against", nargs="+", required=True, help="opponents, each played in its own match")
+    ma.add_argument("--games", type=int, default=60, help="games per opponent, even (default 60)")
+    ma.add_argument("--sims", type=int, default=None,
+                    help="simulations a move (default evaluate.simulations)")
+    ma.add_argument("--seed", type=int, default=0, help="seed of the openings and the players (default 0)")
+    ma.add_argument("--workers", **WORKERS)
+    ma.add_argument("--params", **PARAMS)
+    ma.add_argument("--root", default=".", help="project directory with models/ (default .)")
+    ma.add_argument("--json", action="store_true", help="one JSON line per opponent instead of text")
+    ma.set_defaults(func=cmd_match)
 
     pr = sub.add_parser(
         "preset", help="write params.yaml from a preset (the defaults with the preset's keys over them)",
