@@ -416,3 +416,24 @@ def test_gnugo_captures_the_dead_stones_before_it_passes_so_tromp_taylor_scores_
 
     assert all(n == 0 and same for n, same in dead_left(True)), dead_left(True)
     assert any(n > 0 for n, _ in dead_left(False))  # the scenario does catch a GnuGo that leaves them
+
+
+
+def test_the_ownership_target_is_the_area_territory_included():
+    """Go's ownership target (net.ownership) is each side's Tromp-Taylor area,
+    not its stones alone: the empty points a side surrounds are its own,
+    a point that reaches both sides is nobody's; every position of the game
+    sees it from its own side to move."""
+    from zeroloop.pipeline.training.replay import final_boards
+
+    g = make_game("go-5")
+    # Black holds column C, White D1-D4 and E5: A-B are Black's, E1-E4 White's, D5 touches both
+    actions = g.parse_moves("C1 D1 C2 D2 C3 D3 C4 D4 C5 E5 pass pass")
+    end = g.play(actions)
+    assert end.outcome is not None and g.score(end) == 15 - 9 - 7.5
+    black_view = g.ownership([end])[0] * (1 if end.ply % 2 == 0 else -1)
+    expected = np.array([[1, 1, 1, 0, -1]] + [[1, 1, 1, -1, -1]] * 4, np.float32)  # row 0 is the top: D5
+    assert np.array_equal(black_view, expected)
+    boards = final_boards(g, np.asarray(actions, np.int16), np.asarray([len(actions)]))
+    assert np.array_equal(boards[0], expected) and np.array_equal(boards[1], -expected)  # Black, then White
+    assert np.array_equal(boards[10], expected)

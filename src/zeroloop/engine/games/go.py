@@ -282,6 +282,33 @@ class Go(TokenNotation, BitboardGame):
                 w_area += region.bit_count()
         return b_area, w_area
 
+    def owned(self, black: int, white: int) -> tuple[int, int]:
+        """Each side's Tromp-Taylor area as bitboards: its stones and the empty
+        regions that reach only its stones (:meth:`area` counts them)."""
+        empty = self.board_bits & ~(black | white)
+        b_own, w_own = black, white
+        while empty:
+            region = self.group(empty & -empty, empty)
+            empty &= ~region
+            edge = self._around(region)
+            if edge & black and not edge & white:
+                b_own |= region
+            elif edge & white and not edge & black:
+                w_own |= region
+        return b_own, w_own
+
+    def ownership(self, states: Sequence[State]) -> np.ndarray:
+        """``[B, H, W]`` float32, each position's area from its side to move:
+        +1 its stones and the empty points only they reach, -1 the
+        opponent's, 0 points that reach both (the ownership target: KataGo's,
+        territory included, rather than the stones alone)."""
+        out = np.zeros((len(states), self.rows, self.cols), np.float32)
+        for i, s in enumerate(states):
+            mine, theirs = self.owned(s.me, s.opp)
+            cells = self.bits_to_cells([mine, theirs]).astype(np.float32)
+            out[i] = (cells[0] - cells[1]).reshape(self.rows, self.cols)
+        return out
+
     def score(self, state: State) -> float:
         """Black's area minus White's, minus komi: positive when Black leads."""
         b, w = self.area(*self._boards(state, state.me, state.opp))

@@ -76,7 +76,9 @@ def final_boards(game: Game, actions: np.ndarray, lengths: np.ndarray) -> np.nda
     the end, -1 the opponent, 0 an empty cell (the ownership target). The
     games are replayed with the game's rules; players alternate strictly
     (passes are moves), so a position ``k`` plies before the end sees the
-    final position's side to move as itself when ``k`` is even."""
+    final position's side to move as itself when ``k`` is even. A game with
+    an ``ownership(states)`` of its own (Go: the area, territory included)
+    gives the final board that way."""
     ends = np.cumsum(lengths.astype(np.int64))
     finals = []
     for end, length in zip(ends.tolist(), lengths.tolist()):
@@ -86,8 +88,11 @@ def final_boards(game: Game, actions: np.ndarray, lengths: np.ndarray) -> np.nda
         finals.append(state)
     if not finals:
         return np.zeros((0, game.rows, game.cols), np.float32)
-    planes = game.encode(finals)  # [G, P, H, W] from each final position's side to move
-    board = planes[:, 0] - planes[:, 1]
+    if hasattr(game, "ownership"):
+        board = game.ownership(finals)
+    else:
+        planes = game.encode(finals)  # [G, P, H, W] from each final position's side to move
+        board = planes[:, 0] - planes[:, 1]
     left = np.repeat(lengths, lengths) - _plies(lengths)  # plies from a position to its game's end
     sign = np.where(left % 2 == 0, 1.0, -1.0).astype(np.float32)
     return np.repeat(board, lengths, axis=0) * sign[:, None, None]
