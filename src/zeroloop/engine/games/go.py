@@ -24,10 +24,12 @@ already seen checked against the boards); larger boards, and states built
 without keys, take the same rules in Python. A test holds the two equal.
 
 A :class:`GoState` carries, beyond the shared fields, the consecutive passes,
-every earlier board (for superko) with its Zobrist key, and the last few boards. The network sees
-the usual four planes (own stones, the opponent's, the last move, the
-colour) and, for each of the :data:`HISTORY` positions before the last
-moves, the mover's and the opponent's stones there: 10 planes.
+every earlier board (for superko) with its Zobrist key, and the last few
+boards. The network sees the usual four planes (own stones, the opponent's,
+the last move, the colour); for each of the :data:`HISTORY` positions before
+the last moves, the mover's and the opponent's stones there; then the
+:data:`FEATURES`: each side's stones by their chain's liberties (1, 2, 3+)
+and the point a ko forbids retaking at once: 17 planes.
 """
 
 from __future__ import annotations
@@ -335,7 +337,9 @@ class Go(TokenNotation, BitboardGame):
         """The four shared planes, then for each of the :data:`HISTORY` positions
         before the last moves (the latest first) the mover's stones and the
         opponent's there (empty before the game's start): captures and ko show
-        as what changed."""
+        as what changed; then the :data:`FEATURES`: the mover's stones in
+        chains of 1, 2 and 3+ liberties, the opponent's likewise, and the ko
+        point (:meth:`_ko_point`)."""
         n = len(states)
         out = np.zeros((n, self.num_planes, self.rows, self.cols), np.float32)
         out[:, :4] = super().encode(states)
