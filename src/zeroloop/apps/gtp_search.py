@@ -98,19 +98,6 @@ class RootSearch:
 
 
 # -- dead stones ---------------------------------------------------------------
-def _owned(game: Go, black: int, white: int) -> tuple[int, int]:
-    """The points each colour owns by area: its stones and the empty regions only it borders."""
-    empty = game.board_bits & ~(black | white)
-    b, w = black, white
-    while empty:
-        region = game.group(empty & -empty, empty)
-        empty &= ~region
-        edge = game._around(region)
-        if edge & black and not edge & white:
-            b |= region
-        elif edge & white and not edge & black:
-            w |= region
-    return b, w
 
 
 def _playout(game: Go, me: int, opp: int, rng: np.random.Generator) -> tuple[int, int]:
@@ -161,7 +148,7 @@ def dead_chains(game: Go, state: State, seed: int = 0, playouts: int = STATUS_PL
     mine = np.zeros(len(chains))
     for _ in range(playouts):
         end_me, end_opp = _playout(game, me, opp, rng)
-        own_me, own_opp = _owned(game, end_me, end_opp)
+        own_me, own_opp = game.owned(end_me, end_opp)
         for i, (g, is_me) in enumerate(chains):
             lowest = g & -g
             mine[i] += bool(lowest & (own_me if is_me else own_opp))

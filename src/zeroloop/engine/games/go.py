@@ -272,17 +272,8 @@ class Go(TokenNotation, BitboardGame):
         reach only its stones."""
         if self._kernel:
             return go_kernels.area(*words(black), *words(white), self.bit_of_cell, self._nbr)
-        empty = self.board_bits & ~(black | white)
-        b_area, w_area = black.bit_count(), white.bit_count()
-        while empty:
-            region = self.group(empty & -empty, empty)
-            empty &= ~region
-            edge = self._around(region)
-            if edge & black and not edge & white:
-                b_area += region.bit_count()
-            elif edge & white and not edge & black:
-                w_area += region.bit_count()
-        return b_area, w_area
+        b_own, w_own = self.owned(black, white)
+        return b_own.bit_count(), w_own.bit_count()
 
     def owned(self, black: int, white: int) -> tuple[int, int]:
         """Each side's Tromp-Taylor area as bitboards: its stones and the empty

@@ -98,19 +98,29 @@ def _chains(board, nbr, zob, mover_colour, chain, libs, keys):
 
 
 @njit(cache=True)
+def _analysis(me0, me1, opp0, opp1, bit_of_cell, nbr, zob, mover_colour):
+    """The board as cells (:func:`_cells`) and its chains (:func:`_chains`):
+    ``(board, chain, libs, keys, chains, board_key)``."""
+    n = bit_of_cell.shape[0]
+    board = np.empty(n, np.int8)
+    _cells(me0, me1, opp0, opp1, bit_of_cell, board)
+    chain = np.empty(n, np.int64)
+    libs = np.empty(n, np.int64)
+    keys = np.empty(n, np.int64)
+    count, board_key = _chains(board, nbr, zob, mover_colour, chain, libs, keys)
+    return board, chain, libs, keys, count, board_key
+
+
+@njit(cache=True)
 def legal_points(me0, me1, opp0, opp1, black_moves, bit_of_cell, nbr, zob, legal, after_keys):
     """``legal[i]`` whether point ``i`` may be played, superko aside
     (``legal[cells]``, the pass, is set too), and ``after_keys[:k]`` the
     board's key after each of the ``k`` legal points, in point order.
     Returns ``k``."""
     n = bit_of_cell.shape[0]
-    board = np.empty(n, np.int8)
-    _cells(me0, me1, opp0, opp1, bit_of_cell, board)
     mover_colour = 0 if black_moves else 1
-    chain = np.empty(n, np.int64)
-    libs = np.empty(n, np.int64)
-    keys = np.empty(n, np.int64)
-    _, board_key = _chains(board, nbr, zob, mover_colour, chain, libs, keys)
+    board, chain, libs, keys, _, board_key = _analysis(me0, me1, opp0, opp1, bit_of_cell, nbr, zob,
+                                                       mover_colour)
     taken = np.full(4, -1, np.int64)
     count = 0
     for i in range(n):
@@ -155,13 +165,9 @@ def play_point(me0, me1, opp0, opp1, black_moves, point, bit_of_cell, nbr, zob):
     me1, opp0, opp1, key)``, the words of both sides' stones after it and the
     board's key; ``ok`` False (the rest meaningless) when it is suicide."""
     n = bit_of_cell.shape[0]
-    board = np.empty(n, np.int8)
-    _cells(me0, me1, opp0, opp1, bit_of_cell, board)
     mover_colour = 0 if black_moves else 1
-    chain = np.empty(n, np.int64)
-    libs = np.empty(n, np.int64)
-    keys = np.empty(n, np.int64)
-    count, key = _chains(board, nbr, zob, mover_colour, chain, libs, keys)
+    board, chain, libs, keys, count, key = _analysis(me0, me1, opp0, opp1, bit_of_cell, nbr, zob,
+                                                     mover_colour)
     key ^= zob[point, mover_colour]
     ok = False
     captured = np.zeros(count, np.bool_)
@@ -201,13 +207,8 @@ def liberty_planes(me0, me1, opp0, opp1, last, ko, bit_of_cell, nbr, out):
     move's stone stands alone with that point its only liberty (retaking it
     would repeat the board); -1 for none."""
     n = bit_of_cell.shape[0]
-    board = np.empty(n, np.int8)
-    _cells(me0, me1, opp0, opp1, bit_of_cell, board)
-    chain = np.empty(n, np.int64)
-    libs = np.empty(n, np.int64)
-    keys = np.empty(n, np.int64)
-    zob = np.zeros((n, 2), np.int64)
-    _chains(board, nbr, zob, 0, chain, libs, keys)
+    no_keys = np.zeros((n, 2), np.int64)
+    board, chain, libs, _, _, _ = _analysis(me0, me1, opp0, opp1, bit_of_cell, nbr, no_keys, 0)
     for i in range(n):
         if board[i] != 0:
             plane = 3 * (board[i] - 1) + min(libs[chain[i]], 3) - 1
