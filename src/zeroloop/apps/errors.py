@@ -19,6 +19,20 @@ import numpy as np
 SETS = {"validation": "positions", "test": "test_positions"}
 
 
+def evaluate_params(params_file: str, sims: int | None):
+    """The params of ``params_file``, with ``evaluate.simulations`` set to
+    ``--sims`` where given: how the commands that search as the evaluate
+    stage does read them."""
+    from zeroloop.pipeline.params import load_params
+
+    p = load_params(params_file)
+    if sims is None:
+        return p
+    if sims < 1:
+        raise ValueError(f"--sims {sims}: must be >= 1")
+    return p.model_copy(update={"evaluate": p.evaluate.model_copy(update={"simulations": sims})})
+
+
 def measure(models: list[str], which: str, params_file: str, root: str, sims: int | None,
             as_json: bool) -> int:
     from zeroloop.apps.play import PlayError, resolve_model
@@ -26,13 +40,8 @@ def measure(models: list[str], which: str, params_file: str, root: str, sims: in
     from zeroloop.pipeline.data.layout import Layout
     from zeroloop.pipeline.data.storage import read_json
     from zeroloop.pipeline.evaluation import policy_and_search_moves, solver_errors
-    from zeroloop.pipeline.params import load_params
 
-    p = load_params(params_file)
-    if sims is not None:
-        if sims < 1:
-            raise ValueError(f"--sims {sims}: must be >= 1")
-        p = p.model_copy(update={"evaluate": p.evaluate.model_copy(update={"simulations": sims})})
+    p = evaluate_params(params_file, sims)
     game = p.make_game()
     layout = Layout(Path(root))
     from zeroloop.engine.nn import resolve_device

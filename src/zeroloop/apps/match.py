@@ -65,20 +65,16 @@ def elo_text(score: float, low: float, high: float) -> str:
 
 def run(model: str, against: list[str], games: int, sims: int | None, seed: int, params_file: str, root: str,
         workers: int | None, as_json: bool) -> int:
+    from zeroloop.apps.errors import evaluate_params
     from zeroloop.apps.play import PlayError, resolve_model
     from zeroloop.engine.arena import even_games
     from zeroloop.pipeline.matches import model_player, play_match
-    from zeroloop.pipeline.params import load_params
 
     try:
         even_games(games)
     except ValueError:
         raise ValueError(f"--games {games}: must be even and >= 2 (colour-balanced pairs)") from None
-    p = load_params(params_file)
-    if sims is not None:
-        if sims < 1:
-            raise ValueError(f"--sims {sims}: must be >= 1")
-        p = p.model_copy(update={"evaluate": p.evaluate.model_copy(update={"simulations": sims})})
+    p = evaluate_params(params_file, sims)
     game = p.make_game()
     try:
         info = resolve_model(game, model, root)

@@ -269,15 +269,10 @@ def area(black0, black1, white0, white1, bit_of_cell, nbr):
 @njit(cache=True)
 def board_key(black0, black1, white0, white1, bit_of_cell, zob):
     """The Zobrist key of a board given as Black's and White's stones."""
+    board = np.empty(bit_of_cell.shape[0], np.int8)
+    _cells(black0, black1, white0, white1, bit_of_cell, board)  # 1 Black, 2 White
     key = np.int64(0)
-    for i in range(bit_of_cell.shape[0]):
-        b = bit_of_cell[i]
-        if b < 63:
-            x, y = (black0 >> b) & 1, (white0 >> b) & 1
-        else:
-            x, y = (black1 >> (b - 63)) & 1, (white1 >> (b - 63)) & 1
-        if x:
-            key ^= zob[i, 0]
-        elif y:
-            key ^= zob[i, 1]
+    for i in range(board.shape[0]):
+        if board[i]:
+            key ^= zob[i, board[i] - 1]
     return key
