@@ -151,19 +151,3 @@ def test_the_evaluation_in_one_pool_plays_the_games_and_moves_of_separate_matche
         assert (result[f"vs_{key}"]["wins"], result[f"vs_{key}"]["draws"]) == (m.score.wins, m.score.draws)
     alone = evaluation.solver_errors(p, str(layout.model(1)), ps)
     assert result["solver"] == alone and alone["positions"] == 12
-
-
-def test_an_ownership_head_is_trained_on_the_final_boards_and_kept_in_the_model(tmp_path):
-    """net.ownership: the train report gives the head's loss, the candidate keeps
-    the head, and a gate searches with it (the inference net without it)."""
-    gens = {"1": {"prev": 0}}
-    on = _params(net={"blocks": 1, "channels": 8, "value_hidden": 8, "ownership": True}, generations=gens)
-    layout = Layout(tmp_path)
-    init_step(on, layout)
-    selfplay_step(on, layout, 1, 0, progress=False)
-    report = train_step(on, layout, 1, 0, progress=False)
-    assert report["train_ownership_loss"] > 0
-    net, _, _ = load_model(layout.model(1, "candidate"), on.make_game())
-    assert net.has_ownership_head
-    gate, _ = gate_step(on, layout, 1, 0, progress=False)
-    assert gate["games"] > 0

@@ -419,21 +419,16 @@ def test_gnugo_captures_the_dead_stones_before_it_passes_so_tromp_taylor_scores_
 
 
 
-def test_the_ownership_target_is_the_area_territory_included():
-    """Go's ownership target (net.ownership) is each side's Tromp-Taylor area,
-    not its stones alone: the empty points a side surrounds are its own,
-    a point that reaches both sides is nobody's; every position of the game
-    sees it from its own side to move."""
-    from zeroloop.pipeline.training.replay import final_boards
-
+def test_the_area_counts_the_empty_points_only_one_side_reaches():
+    """Go.owned (the area that scores the game and estimates dead stones in
+    GTP) gives each side its stones and the empty points only they reach; a
+    point that reaches both sides is nobody's."""
     g = make_game("go-5")
     # Black holds column C, White D1-D4 and E5: A-B are Black's, E1-E4 White's, D5 touches both
-    actions = g.parse_moves("C1 D1 C2 D2 C3 D3 C4 D4 C5 E5 pass pass")
-    end = g.play(actions)
+    end = g.play(g.parse_moves("C1 D1 C2 D2 C3 D3 C4 D4 C5 E5 pass pass"))
     assert end.outcome is not None and g.score(end) == 15 - 9 - 7.5
-    black_view = g.ownership([end])[0] * (1 if end.ply % 2 == 0 else -1)
+    black, white = (end.me, end.opp) if end.ply % 2 == 0 else (end.opp, end.me)
+    cells = g.bits_to_cells(list(g.owned(black, white))).astype(np.float32)
+    black_view = (cells[0] - cells[1]).reshape(g.rows, g.cols)
     expected = np.array([[1, 1, 1, 0, -1]] + [[1, 1, 1, -1, -1]] * 4, np.float32)  # row 0 is the top: D5
     assert np.array_equal(black_view, expected)
-    boards = final_boards(g, np.asarray(actions, np.int16), np.asarray([len(actions)]))
-    assert np.array_equal(boards[0], expected) and np.array_equal(boards[1], -expected)  # Black, then White
-    assert np.array_equal(boards[10], expected)

@@ -27,8 +27,7 @@ def test_every_kind_has_a_tiny_net_here():
 def test_each_kind_builds_for_every_game_with_the_shapes_of_the_search_and_the_trainer(kind, name):
     game = make_game(name)
     torch.manual_seed(0)
-    config = NetConfig(**{**TINY[kind].__dict__, "ownership": True})
-    net = PolicyValueNet.for_game(game, config)
+    net = PolicyValueNet.for_game(game, NetConfig(**TINY[kind].__dict__))
     assert type(net) is {"resnet": ResNet, "gpool": GlobalPoolResNet, "mlp": MLPNet}[kind]
     rng = np.random.default_rng(0)
     states = [game.initial_state()]
@@ -37,9 +36,8 @@ def test_each_kind_builds_for_every_game_with_the_shapes_of_the_search_and_the_t
         states.append(game.apply(states[-1], int(rng.choice(legal))))
     x = torch.from_numpy(game.encode(states))
     net.train()
-    logits, value, aux = net.forward_train(x)
+    logits, value = net(x)
     assert logits.shape == (3, game.num_actions) and value.shape == (3,)
-    assert sorted(aux) == ["ownership"] and aux["ownership"].shape == (3, game.rows, game.cols)
     net.eval()
     with torch.no_grad():
         logits, value = net(x)
@@ -68,8 +66,8 @@ def test_the_resnet_keeps_its_parameter_names_and_its_header():
 def test_the_headers_name_the_kind_and_only_its_shape_keys():
     assert NetConfig(kind="gpool", blocks=3, channels=32).to_dict() == {
         "kind": "gpool", "blocks": 3, "channels": 32, "value_hidden": 64}
-    assert NetConfig(kind="mlp", hidden=256, ownership=True).to_dict() == {
-        "kind": "mlp", "hidden": 256, "layers": 3, "value_hidden": 64, "ownership": True}
+    assert NetConfig(kind="mlp", hidden=256).to_dict() == {
+        "kind": "mlp", "hidden": 256, "layers": 3, "value_hidden": 64}
     assert [NetConfig(**TINY[k].__dict__).shape for k in NET_KINDS] == ["1x8", "gpool 2x8", "mlp 2x32"]
 
 

@@ -63,24 +63,26 @@ def test_net_shapes():
         assert np.all(np.abs(v.detach().numpy()) < 1)
 
 
-def test_a_model_made_with_a_removed_head_is_refused_naming_the_option(tmp_path, monkeypatch):
-    """net.opponent_policy left the code in issue 50: a model file that still records it says so
-    in one line, naming the file and the commit whose code reads it, not a TypeError."""
+@pytest.mark.parametrize("head, commit", [("opponent_policy", "cdcab39"), ("ownership", "72a4cf9")])
+def test_a_model_made_with_a_removed_head_is_refused_naming_the_option(tmp_path, monkeypatch, head, commit):
+    """net.opponent_policy (issue 50) and net.ownership (round 22) left the code: a model file that
+    still records one says so in one line, naming the file and the commit whose code reads it, not a
+    TypeError."""
     game = make_game("tictactoe")
     net = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8))
     monkeypatch.setattr(NetConfig, "to_dict", lambda self: {"blocks": 1, "channels": 8, "value_hidden": 8,
-                                                           "opponent_policy": True})
+                                                           head: True})
     path = tmp_path / "old.pt"
     save_model(path, net, game)
     monkeypatch.undo()
-    with pytest.raises(DamagedFileError, match=r"old.pt: made with network options .*\(opponent_policy; "
-                                               r"removed in issue 50.*cdcab39"):
+    with pytest.raises(DamagedFileError, match=rf"old.pt: made with network options .*\({head}\); "
+                                               rf"the code that reads it: {head} at commit {commit}$"):
         load_model(path)
 
 
 @pytest.mark.parametrize("config", [
     NetConfig(kind="gpool", blocks=2, channels=8, value_hidden=8),
-    NetConfig(kind="mlp", hidden=16, layers=2, value_hidden=8, ownership=True)], ids=lambda c: c.kind)
+    NetConfig(kind="mlp", hidden=16, layers=2, value_hidden=8)], ids=lambda c: c.kind)
 def test_a_model_of_each_kind_round_trips_with_its_kind_in_the_header(tmp_path, config):
     game = make_game("connect4")
     torch.manual_seed(0)

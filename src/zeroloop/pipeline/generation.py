@@ -161,7 +161,7 @@ def train_step(p: Params, layout: Layout, gen: int, prev: int, *, logger=False, 
     entries = replay_window(p, layout, gen, prev)
     cfg = p.train.config()
     net, _, meta = load_model(layout.model(prev), game)
-    data = load_replay(game, checked_shards(entries), ownership=net.has_ownership_head)
+    data = load_replay(game, checked_shards(entries))
     occurrences = len(data)
     if cfg.dedup:
         data = data.deduplicated()

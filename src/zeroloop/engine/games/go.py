@@ -290,18 +290,6 @@ class Go(TokenNotation, BitboardGame):
                 w_own |= region
         return b_own, w_own
 
-    def ownership(self, states: Sequence[State]) -> np.ndarray:
-        """``[B, H, W]`` float32, each position's area from its side to move:
-        +1 its stones and the empty points only they reach, -1 the
-        opponent's, 0 points that reach both (the ownership target: KataGo's,
-        territory included, rather than the stones alone)."""
-        out = np.zeros((len(states), self.rows, self.cols), np.float32)
-        for i, s in enumerate(states):
-            mine, theirs = self.owned(s.me, s.opp)
-            cells = self.bits_to_cells([mine, theirs]).astype(np.float32)
-            out[i] = (cells[0] - cells[1]).reshape(self.rows, self.cols)
-        return out
-
     def score(self, state: State) -> float:
         """Black's area minus White's, minus komi: positive when Black leads."""
         b, w = self.area(*self._boards(state, state.me, state.opp))

@@ -63,9 +63,9 @@ class _FirstChannel(nn.Module):
 def inference_net(net: PolicyValueNet) -> PolicyValueNet:
     """A copy of ``net`` for inference: every BatchNorm folded into the
     convolution or linear map before it (:meth:`PolicyValueNet.fold_batchnorm`;
-    about 1.1x faster on this CPU for the resnet, answers within 1e-6), the
-    training-only heads dropped, and a convolutional net's value head's
-    one-channel 1x1 convolution computed as a two-channel one. On CPU (oneDNN) a
+    about 1.1x faster on this CPU for the resnet, answers within 1e-6), and a
+    convolutional net's value head's one-channel 1x1 convolution computed as a
+    two-channel one. On CPU (oneDNN) a
     one-channel 1x1 convolution's result for a position can depend on the
     other positions of its batch; with this form it was bitwise independent
     of them in every test (tests/test_inference.py), which fixed-batch
@@ -74,8 +74,6 @@ def inference_net(net: PolicyValueNet) -> PolicyValueNet:
     folded.fold_batchnorm()
     if isinstance(folded, ResNet):
         folded.value_conv[0] = _FirstChannel(folded.value_conv[0])
-    if folded.has_ownership_head:  # a training target only: searching never asks it
-        delattr(folded, folded.ownership_head)
     return folded
 
 

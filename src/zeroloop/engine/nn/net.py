@@ -58,13 +58,6 @@ class NetConfig:
     layers: mlp only: hidden layers, each a linear map, BatchNorm and ReLU; the
         first reads the planes, each further one is residual (x + layer(x)).
     value_hidden: units of the value head's hidden layer (AlphaZero: 256).
-    ownership: a head trained to predict the final board of the position's
-        game, cell by cell from the side to move (+1 its stone at the end, -1
-        the opponent's, 0 empty; KataGo's ownership target, which for games
-        whose stones stay is where the game's threats ended up): a dense
-        target beside the one number of the result; training only: searching
-        never runs it (the inference net drops it). Its loss weight is
-        ``train.ownership_weight``.
     """
 
     kind: Literal["resnet", "gpool", "mlp"] = "resnet"
@@ -73,7 +66,6 @@ class NetConfig:
     hidden: Annotated[int, at.Interval(ge=4, le=4096)] = 512
     layers: Annotated[int, at.Interval(ge=1, le=40)] = 3
     value_hidden: Annotated[int, at.Interval(ge=1, le=1024)] = 64
-    ownership: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self, "net")
@@ -90,15 +82,13 @@ class NetConfig:
     def to_dict(self) -> dict:
         """The fields that shape the net, for a model file's header: ``kind``
         unless it is ``resnet`` (a file without one is a resnet), the shape
-        keys of that kind only, ``ownership`` only when set; so a resnet
-        without that head is stored byte for byte as before these options."""
+        keys of that kind only; so a resnet is stored byte for byte as before
+        the kinds."""
         d = asdict(self)
         for k in _unused_keys(self.kind):
             del d[k]
         if self.kind == "resnet":
             del d["kind"]
-        if not d["ownership"]:
-            del d["ownership"]
         return d
 
     @property
@@ -113,13 +103,10 @@ class NetConfig:
 class PolicyValueNet(nn.Module):
     """What every kind of net has: a ``stem`` and a ``trunk`` that turn the
     planes into features, and heads that turn features into policy logits,
-    value and the training-only heads. :meth:`for_game` builds the kind that
-    ``config.kind`` names."""
+    value. :meth:`for_game` builds the kind that ``config.kind`` names."""
 
     #: whether the net computes on the board's cells with convolutions (training runs those channels-last)
     convolutional: ClassVar[bool] = True
-    #: the attribute that holds the ownership head, where the net has one
-    ownership_head: ClassVar[str]
 
     def __init__(self, rows: int, cols: int, num_actions: int, config: NetConfig, planes: int = NUM_PLANES
                  ) -> None:
@@ -142,30 +129,10 @@ class PolicyValueNet(nn.Module):
         """Features -> policy logits ``[B, A]`` and value ``[B]``."""
         raise NotImplementedError
 
-    def _ownership(self, h: torch.Tensor) -> torch.Tensor:
-        """Features -> the final board's logits ``[B, H, W]``."""
-        raise NotImplementedError
-
     def fold_batchnorm(self) -> None:
         """In place, on a net in eval mode: every BatchNorm folded into the
         layer before it (and replaced by an identity); the same answers."""
         raise NotImplementedError
-
-    @property
-    def has_ownership_head(self) -> bool:
-        return hasattr(self, self.ownership_head)
-
-    def forward_train(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """Policy logits, value and the training-only heads the net has:
-        ``ownership``, the logits
-        ``[B, H, W]`` of the final board, ``tanh`` of them the expected owner
-        of each cell from the side to move (:attr:`NetConfig.ownership`)."""
-        h = self.trunk(self.stem(x))
-        logits, value = self._heads(h)
-        aux = {}
-        if self.has_ownership_head:
-            aux["ownership"] = self._ownership(h)
-        return logits, value, aux
 
 
 class ResidualBlock(nn.Module):
@@ -215,8 +182,6 @@ class ResNet(PolicyValueNet):
     """Stem conv -> ``blocks`` residual blocks -> policy and value heads
     (``net.kind: resnet``)."""
 
-    ownership_head = "ownership_conv"
-
     def __init__(self, rows: int, cols: int, num_actions: int, config: NetConfig, planes: int = NUM_PLANES
                  ) -> None:
         super().__init__(rows, cols, num_actions, config, planes)
@@ -229,8 +194,6 @@ class ResNet(PolicyValueNet):
         self.value_conv = nn.Sequential(nn.Conv2d(c, 1, 1, bias=False), nn.BatchNorm2d(1), nn.ReLU())
         self.value_fc = nn.Sequential(
             nn.Linear(rows * cols, config.value_hidden), nn.ReLU(), nn.Linear(config.value_hidden, 1))
-        if config.ownership:  # made last: the other heads' initial weights stay as without it
-            self.ownership_conv = nn.Conv2d(c, 1, 1)
 
     def _block(self, index: int, channels: int) -> nn.Module:
         return ResidualBlock(channels)
@@ -239,9 +202,6 @@ class ResNet(PolicyValueNet):
         logits = self.policy_fc(self.policy_conv(h).flatten(1))  # [B, A]
         value = torch.tanh(self.value_fc(self.value_conv(h).flatten(1))).squeeze(1)  # [B]
         return logits, value
-
-    def _ownership(self, h: torch.Tensor) -> torch.Tensor:
-        return self.ownership_conv(h).squeeze(1)
 
     def fold_batchnorm(self) -> None:
         for block in self.trunk:
@@ -287,7 +247,6 @@ class MLPNet(PolicyValueNet):
     per-position statistics would run in float at every call."""
 
     convolutional = False
-    ownership_head = "ownership_fc"
 
     def __init__(self, rows: int, cols: int, num_actions: int, config: NetConfig, planes: int = NUM_PLANES
                  ) -> None:
@@ -299,14 +258,9 @@ class MLPNet(PolicyValueNet):
         self.policy_fc = nn.Linear(h, num_actions)
         self.value_fc = nn.Sequential(nn.Linear(h, config.value_hidden), nn.ReLU(),
                                       nn.Linear(config.value_hidden, 1))
-        if config.ownership:
-            self.ownership_fc = nn.Linear(h, rows * cols)
 
     def _heads(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self.policy_fc(h), torch.tanh(self.value_fc(h)).squeeze(1)  # [B, A], [B]
-
-    def _ownership(self, h: torch.Tensor) -> torch.Tensor:
-        return self.ownership_fc(h).view(-1, self.rows, self.cols)
 
     def fold_batchnorm(self) -> None:
         self.stem[1], self.stem[2] = fuse_linear_bn_eval(self.stem[1], self.stem[2]), nn.Identity()

@@ -24,6 +24,9 @@ import torch
 from zeroloop.engine.games import Game, make_game
 from zeroloop.engine.nn.net import NET_KINDS, NetConfig, PolicyValueNet
 
+#: network keys that left the code after an ablation, and the last commit whose code reads them
+REMOVED_NET_KEYS = {"opponent_policy": "cdcab39", "ownership": "72a4cf9"}
+
 MODEL_MAGIC = b"ZEROLOOP-MODEL 1\n"
 
 
@@ -155,11 +158,11 @@ def load_model(path: str | os.PathLike, game: Game | None = None
                                f"(it knows {', '.join(NET_KINDS)})")
     try:
         config = NetConfig(**header["net"])
-    except TypeError:  # a key of an option that left the code (net.opponent_policy: issue 50)
+    except TypeError:  # a key of an option that left the code
         gone = sorted(set(header["net"]) - set(NetConfig.__dataclass_fields__))
+        where = ", ".join(f"{k} at commit {REMOVED_NET_KEYS.get(k, 'cdcab39')}" for k in gone)
         raise DamagedFileError(f"{path}: made with network options this version no longer has "
-                               f"({', '.join(gone)}; removed in issue 50, the code that reads it is at "
-                               "commit cdcab39)") from None
+                               f"({', '.join(gone)}); the code that reads it: {where}") from None
     except ValueError as exc:
         raise DamagedFileError(f"{path}: damaged network shape ({exc})") from None
     net = PolicyValueNet.for_game(game, config)

@@ -36,8 +36,8 @@ def _describe(err: dict, source: str) -> str:
             model = field.annotation
         allowed = f" (allowed: {', '.join(model.model_fields)})" if model else ""
         if key in REMOVED:
-            return (f"{source}: {key!r} was removed: {REMOVED[key]}; its code is at commit {REMOVED_AT} "
-                    "(delete the line)")
+            return (f"{source}: {key!r} was removed: {REMOVED[key]}; its code is at commit "
+                    f"{REMOVED_AT.get(key, ISSUE_50_AT)} (delete the line)")
         renamed = (f"; renamed to {RENAMED[key]!r}" if key in RENAMED
                    else f"; replaced by {REPLACED[key]}" if key in REPLACED else "")
         return f"{source}: unknown key {key!r}{renamed}{allowed}"
@@ -59,9 +59,12 @@ REPLACED = {"gate.sprt.elo0": _CENTRED, "gate.sprt.elo1": _CENTRED,
                                    "not a game's (half the old value means the same)"}
 
 
-#: options that lost their ablation and left the code (issue 50), with the round that measured them
-#: (docs/notebook.md); the last commit that has them all is REMOVED_AT
-REMOVED_AT = "cdcab39"
+#: options that lost their ablation and left the code, with the round that measured them
+#: (docs/notebook.md); the last commit with a key's code is REMOVED_AT's, else ISSUE_50_AT (the last
+#: commit with all of issue 50's removals)
+ISSUE_50_AT = "cdcab39"
+_ROUND_22 = "the area as an ownership target measured level on Go 7x7 in round 22 of the lab notebook"
+REMOVED_AT = {"net.ownership": "72a4cf9", "train.ownership_weight": "72a4cf9"}
 _ROUND_12 = "level or worse in round 12 of the lab notebook"
 REMOVED = {
     "net.opponent_policy": "the opponent-reply head measured level in round 18 of the lab notebook",
@@ -84,6 +87,8 @@ REMOVED = {
                                   "lab notebook",
     "train.start_from": "training from the candidate was byte-identical in round 1 of the lab notebook; "
                         "training continues from the best model",
+    "net.ownership": _ROUND_22 + " (and on Connect Four in round 19)",
+    "train.ownership_weight": _ROUND_22,
 }
 
 
@@ -106,10 +111,11 @@ def parse_params(data: Any, source: str = "params.yaml") -> Params:
         gone = [".".join(map(str, e["loc"])) for e in errors if e["type"] == "extra_forbidden"
                 and ".".join(map(str, e["loc"])) in REMOVED]
         if len(gone) > 1:  # an older params file: every such key in one line, not three and "+12 more"
+            commits = sorted({REMOVED_AT.get(k, ISSUE_50_AT) for k in gone})
             raise ParamsError(f"{source}: {', '.join(repr(k) for k in gone)} were removed: options measured "
-                              "level or worse (docs/pipeline.md, Removed options, names each one's round); "
-                              f"their code is at commit {REMOVED_AT} (delete those lines, or write the file "
-                              "anew with make preset NAME=connect4)") from None
+                              "level or worse (docs/pipeline.md, Removed options, names each one's round and "
+                              f"commit); their code is at commit {' and '.join(commits)} (delete those "
+                              "lines, or write the file anew with make preset NAME=connect4)") from None
         lines = [_describe(e, source) for e in errors[:3]]
         more = f" (+{len(errors) - 3} more)" if len(errors) > 3 else ""
         raise ParamsError("; ".join(lines) + more) from None

@@ -412,7 +412,8 @@ class Params(_Section):
         data = {k: _plain(getattr(self, k)) for k in names}
         if "net" in data:  # the keys that shape this kind of net: a resnet's match those before the kinds
             shaping = self.net.config().to_dict()
-            data["net"] = {k: v for k, v in data["net"].items() if k in shaping or k == "ownership"}
+            data["net"] = {k: v for k, v in data["net"].items() if k in shaping}
+            data["net"]["ownership"] = False  # removed in round 22; kept so older fingerprints still match
         if not sections and self.runtime.precision != "fp32":  # fp32 left out: older fingerprints still match
             data["precision"] = self.runtime.precision
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]

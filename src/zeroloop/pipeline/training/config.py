@@ -58,10 +58,6 @@ class TrainConfig:
         earlier runs. The saved network is the same either way up to
         floating-point rounding; it is stored in the default layout. A GPU
         trains NCHW either way (cuDNN ran channels-last at 0.64x on an H100).
-    ownership_weight: the weight of the final-board head's loss (the mean
-        over cells of each cell's cross-entropy), for a net that has that
-        head (``net.ownership``; KataGo: 1.5 over the board's area on a
-        per-cell sum, the same as 1.5 on this mean); no effect otherwise.
     """
 
     replay_generations: Annotated[int, at.Interval(ge=1, le=1000)] = 4
@@ -82,7 +78,6 @@ class TrainConfig:
     val_fraction: Annotated[float, at.Interval(ge=0, lt=0.5)] = 0.05
     ema_decay: Annotated[float, at.Interval(ge=0, lt=1)] = 0.0
     channels_last: bool = True
-    ownership_weight: Annotated[float, at.Interval(ge=0, le=10)] = 1.5
 
     def __post_init__(self) -> None:
         check_fields(self, "train")

@@ -94,8 +94,6 @@ class ReplayDataModule(pl.LightningDataModule):
     def _dataset(self, idx: np.ndarray) -> TensorDataset:
         d = self.data
         columns = [d.planes[idx], d.policy[idx], self.value[idx]]
-        if d.ownership is not None:
-            columns.append(d.ownership[idx])
         return TensorDataset(*(torch.from_numpy(c) for c in columns))
 
     def train_dataloader(self) -> DataLoader:
@@ -128,25 +126,13 @@ class AlphaZeroModule(pl.LightningModule):
         return self.net(x)
 
     def _step(self, batch, stage: str) -> torch.Tensor:
-        # after the three targets: the final board, where the net has that head
-        planes, pi, z, *board = batch
+        planes, pi, z = batch
         if stage == "train" and self.augment is not None:
-            if board:  # a board-shaped target maps as the input planes do: ride along as one more plane
-                planes = torch.cat([planes, board[0][:, None]], dim=1)
             planes, pi = self.augment.random(planes, pi, self._gen)
-            if board:
-                planes, board = planes[:, :-1], [planes[:, -1]]
         if self.channels_last:
             planes = planes.contiguous(memory_format=torch.channels_last)
-        if board:
-            logits, value, aux = self.net.forward_train(planes)
-        else:
-            logits, value = self.net(planes)
+        logits, value = self.net(planes)
         parts = alphazero_loss(logits, value, pi, z, self._decayed, self.optim.l2)
-        if board:  # per cell, P(own) = sigmoid(2 a) so that tanh(a) is the expected owner; KataGo's weighting
-            owned = (1 + board[0]) / 2
-            parts["ownership_loss"] = F.binary_cross_entropy_with_logits(2 * aux["ownership"], owned)
-            parts["loss"] = parts["loss"] + self.optim.ownership_weight * parts["ownership_loss"]
         with torch.no_grad():
             # the policy's entropy floor: cross-entropy minus this is the KL to the target
             target_entropy = -(pi * torch.log(pi.clamp_min(1e-12))).sum(1).mean()

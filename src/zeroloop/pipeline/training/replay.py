@@ -18,15 +18,12 @@ from zeroloop.pipeline.data.storage import DamagedFileError, load_shard
 class ReplayData:
     """planes ``[N, 4, H, W]`` float32, policy ``[N, A]`` float32 (rows sum
     to 1), z ``[N]`` float32 results and q ``[N]`` float32 root search values,
-    both from the side to move; ownership ``[N, H, W]`` float32,
-    the final board of the position's game from its side to move
-    (:func:`final_boards`; None where not asked for)."""
+    both from the side to move."""
 
     planes: np.ndarray
     policy: np.ndarray
     z: np.ndarray
     q: np.ndarray
-    ownership: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.z)
@@ -52,8 +49,7 @@ class ReplayData:
             np.add.at(total, row, x)
             return (total / counts[order].reshape((-1,) + (1,) * (x.ndim - 1))).astype(np.float32)
 
-        return ReplayData(self.planes[first[order]], mean(self.policy), mean(self.z), mean(self.q),
-                          ownership=None if self.ownership is None else mean(self.ownership))
+        return ReplayData(self.planes[first[order]], mean(self.policy), mean(self.z), mean(self.q))
 
     def value_target(self, q_weight: float) -> np.ndarray:
         """``(1 - w) z + w q``, float32, ``w = q_weight``."""
@@ -62,46 +58,9 @@ class ReplayData:
         return ((1.0 - q_weight) * self.z + q_weight * self.q).astype(np.float32)
 
 
-def _plies(lengths: np.ndarray) -> np.ndarray:
-    """``[N]`` int64: each position's ply, its index within its game, from a
-    shard's ``[G]`` game lengths."""
-    lengths = lengths.astype(np.int64)
-    return np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-
-
-def final_boards(game: Game, actions: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """``[N, H, W]`` float32: for each position of the games (``actions`` of
-    games of ``lengths`` laid end to end, each from the start), its game's
-    final board from the position's side to move: +1 where it has a stone at
-    the end, -1 the opponent, 0 an empty cell (the ownership target). The
-    games are replayed with the game's rules; players alternate strictly
-    (passes are moves), so a position ``k`` plies before the end sees the
-    final position's side to move as itself when ``k`` is even. A game with
-    an ``ownership(states)`` of its own (Go: the area, territory included)
-    gives the final board that way."""
-    ends = np.cumsum(lengths.astype(np.int64))
-    finals = []
-    for end, length in zip(ends.tolist(), lengths.tolist()):
-        state = game.initial_state()
-        for a in actions[end - length:end].tolist():
-            state = game.apply(state, a)
-        finals.append(state)
-    if not finals:
-        return np.zeros((0, game.rows, game.cols), np.float32)
-    if hasattr(game, "ownership"):
-        board = game.ownership(finals)
-    else:
-        planes = game.encode(finals)  # [G, P, H, W] from each final position's side to move
-        board = planes[:, 0] - planes[:, 1]
-    left = np.repeat(lengths, lengths) - _plies(lengths)  # plies from a position to its game's end
-    sign = np.where(left % 2 == 0, 1.0, -1.0).astype(np.float32)
-    return np.repeat(board, lengths, axis=0) * sign[:, None, None]
-
-
-def load_replay(game: Game, shards: Sequence[str | Path], ownership: bool = False) -> ReplayData:
-    """Read and check shards (checksum, game); positions of all of them.
-    ``ownership``: also each position's game's final board (:func:`final_boards`)."""
-    planes, policy, z, q, owners = [], [], [], [], []
+def load_replay(game: Game, shards: Sequence[str | Path]) -> ReplayData:
+    """Read and check shards (checksum, game); positions of all of them."""
+    planes, policy, z, q = [], [], [], []
     for path in shards:
         arrays, meta = load_shard(path)
         made_for = meta.get("identity", {}).get("game")
@@ -113,14 +72,11 @@ def load_replay(game: Game, shards: Sequence[str | Path], ownership: bool = Fals
         full = arrays["policy"].astype(np.float32)
         full /= np.maximum(full.sum(axis=1, keepdims=True), 1e-8)  # float16 rounding
         policy.append(full[keep])
-        if ownership:
-            owners.append(final_boards(game, arrays["actions"], arrays["lengths"])[keep])
         z.append(arrays["z"][keep].astype(np.float32))
         q.append(arrays["value"][keep].astype(np.float32))
     if not planes:
         raise ValueError("the replay window holds no shards")
-    return ReplayData(np.concatenate(planes), np.concatenate(policy), np.concatenate(z), np.concatenate(q),
-                      ownership=np.concatenate(owners) if ownership else None)
+    return ReplayData(np.concatenate(planes), np.concatenate(policy), np.concatenate(z), np.concatenate(q))
 
 
 class SymmetryAugment:
