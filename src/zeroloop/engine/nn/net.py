@@ -277,7 +277,7 @@ NET_KINDS = tuple(NETS)
 def flops_per_position(net: PolicyValueNet) -> int:
     """Floating-point operations of one position's policy and value
     (2 per multiply-add of every convolution and linear map; BatchNorm, ReLU
-    and additions left out, the training-only heads too), counted on a
+    and additions left out), counted on a
     forward pass of one position."""
     total = 0
 
