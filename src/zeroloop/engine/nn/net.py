@@ -277,8 +277,7 @@ NET_KINDS = tuple(NETS)
 def flops_per_position(net: PolicyValueNet) -> int:
     """Floating-point operations of one position's policy and value
     (2 per multiply-add of every convolution and linear map; BatchNorm, ReLU
-    and additions left out), counted on a
-    forward pass of one position."""
+    and additions left out), counted on a forward pass of one position."""
     total = 0
 
     def count(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
