@@ -151,3 +151,40 @@ def test_the_evaluation_in_one_pool_plays_the_games_and_moves_of_separate_matche
         assert (result[f"vs_{key}"]["wins"], result[f"vs_{key}"]["draws"]) == (m.score.wins, m.score.draws)
     alone = evaluation.solver_errors(p, str(layout.model(1)), ps)
     assert result["solver"] == alone and alone["positions"] == 12
+
+
+def test_a_generation_whose_gate_kept_the_best_points_at_its_evaluation(tmp_path):
+    """When the gate keeps generation 1's best at generation 2 (the same bytes),
+    evaluate@2 plays nothing and points at evaluate@1; the report shows generation
+    1's results at both and counts their games once."""
+    from zeroloop.pipeline import report
+    from zeroloop.pipeline.data.storage import write_json
+
+    p = _params(evaluate={"games": 2, "simulations": 4, "uct_playouts": 5})
+    layout = Layout(tmp_path)
+    init_step(p, layout)
+    positions_step(p, layout)
+    selfplay_step(p, layout, 1, 0, progress=False)
+    train_step(p, layout, 1, 0, progress=False)
+    layout.model(1).write_bytes(layout.model(1, "candidate").read_bytes())  # accepted, as gate_step copies
+    layout.model(2).parent.mkdir(parents=True)
+    layout.model(2).write_bytes(layout.model(1).read_bytes())  # generation 2's gate kept it
+    first = evaluate_step(p, layout, 1, progress=False)
+    second = evaluate_step(p, layout, 2, progress=False)
+    assert {"vs_random", "vs_uct"} <= set(first) and "same_as" not in first
+    assert second["same_as"] == 1 and second["model"] == "gen1" and "vs_random" not in second
+    for g in (1, 2):
+        for name in ("selfplay", "train"):
+            write_json(layout.report(g, name), {"mean_length": 5.0})
+        write_json(layout.report(g, "gate"), {"generation": g, "candidate": f"gen{g}",
+                                              "opponent": f"gen{g - 1}", "wins": 1, "draws": 0, "losses": 1})
+    rows = report.collect(p, layout)
+    shown = rows[1]["eval"]
+    assert shown["vs_random"] == first["vs_random"] and shown["vs_uct"] == first["vs_uct"]
+    assert shown["generation"] == 2 and shown["stage_cpu_s"] == second["stage_cpu_s"]
+    evals, _ = report.match_results(p, rows)
+    played = [v["opponent"] for v in first.values() if isinstance(v, dict) and "opponent" in v]
+    assert [e[1] for e in evals] == played and "uct5" in played  # generation 1's matches, once
+    layout.report(1, "eval").unlink()
+    with pytest.raises(FileNotFoundError, match="gen_1/eval.json"):
+        report.collect(p, layout)

@@ -257,6 +257,8 @@ def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True)
     best = layout.model(gen)
     _, _, meta = load_model(best, game)
     origin = meta.get("origin", gen)
+    if origin != gen and origin in p.generations:
+        return _kept_best(p, layout, gen, origin)
     e = p.evaluate
     me = model_player(p, str(best), f"gen{origin}", e)
     result: dict = {"generation": gen, "model": f"gen{origin}", "simulations": p.evaluate.simulations}
@@ -304,6 +306,19 @@ def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True)
     result["wall_s"] = round(time.perf_counter() - t0, 1)
     result.update(process_clock())  # the whole stage, start-up included: the report's split of the run
     result["machine"] = machine(p.runtime.device, p.runtime.precision)
+    write_json(layout.report(gen, "eval"), result)
+    return result
+
+
+def _kept_best(p: Params, layout: Layout, gen: int, origin: int) -> dict:
+    """The evaluation of a generation whose gate kept the best model of
+    generation ``origin``: the same bytes (the gate copies them), which
+    ``evaluate@origin`` measures with the same settings, so nothing is played
+    again. ``same_as`` points the report at that measurement; the games count
+    once in the Elo fit."""
+    result = {"generation": gen, "model": f"gen{origin}", "simulations": p.evaluate.simulations,
+              "same_as": origin, "wall_s": 0.0, **process_clock(),
+              "machine": machine(p.runtime.device, p.runtime.precision)}
     write_json(layout.report(gen, "eval"), result)
     return result
 

@@ -39,7 +39,30 @@ def collect(p: Params, layout: Layout) -> list[dict]:
     for g in sorted(p.generations):
         rows.append({name: read_json(layout.report(g, name))
                      for name in ("selfplay", "train", "gate", "eval")})
+    by_gen = {r["gate"]["generation"]: r["eval"] for r in rows}
+    for r in rows:
+        r["eval"] = resolved_eval(r["eval"], by_gen, layout)
     return rows
+
+
+#: what an evaluation spent: its own, never copied from the evaluation it points at
+CLOCK_KEYS = ("wall_s", "stage_wall_s", "stage_cpu_s", "machine")
+
+
+def resolved_eval(ev: dict, by_gen: dict[int, dict], layout: Layout) -> dict:
+    """An ``eval.json`` as the report reads it: a generation whose gate kept an
+    earlier best (``same_as``) shows that generation's results, with its own
+    (near nothing) time."""
+    origin = ev.get("same_as")
+    if origin is None:
+        return ev
+    if origin not in by_gen or "same_as" in by_gen[origin]:
+        raise FileNotFoundError(f"{layout.report(ev['generation'], 'eval')} points at generation {origin}'s "
+                                "evaluation, which this run does not have: run "
+                                f"`dvc repro evaluate@{origin}`")
+    own = {k: ev[k] for k in CLOCK_KEYS if k in ev}
+    return {**{k: v for k, v in by_gen[origin].items() if k not in CLOCK_KEYS}, **own,
+            "generation": ev["generation"], "same_as": origin}
 
 
 def player(name: str, simulations: int) -> str:
@@ -56,6 +79,8 @@ def match_results(p: Params, rows: list[dict]) -> tuple[list[tuple], list[tuple]
         gs, es = gate.get("simulations", p.gate.simulations), ev.get("simulations", p.evaluate.simulations)
         gates.append((player(gate["candidate"], gs), player(gate["opponent"], gs),
                       gate["wins"], gate["draws"], gate["losses"]))
+        if "same_as" in ev:
+            continue  # the kept model's games, already counted at its own generation
         for v in ev.values():
             if isinstance(v, dict) and "opponent" in v:
                 evals.append((player(ev["model"], es), v["opponent"], v["wins"], v["draws"], v["losses"]))
