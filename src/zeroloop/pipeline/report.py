@@ -35,11 +35,10 @@ TRAINING_STAGES = ("selfplay", "train", "gate")
 def collect(p: Params, layout: Layout) -> list[dict]:
     """Every generation's reports, in order: ``{"selfplay": ..., "train": ...,
     "gate": ..., "eval": ...}`` each."""
-    rows = []
-    for g in sorted(p.generations):
-        rows.append({name: read_json(layout.report(g, name))
-                     for name in ("selfplay", "train", "gate", "eval")})
-    by_gen = {r["gate"]["generation"]: r["eval"] for r in rows}
+    gens = sorted(p.generations)
+    rows = [{name: read_json(layout.report(g, name)) for name in ("selfplay", "train", "gate", "eval")}
+            for g in gens]
+    by_gen = {g: r["eval"] for g, r in zip(gens, rows, strict=True)}
     for r in rows:
         r["eval"] = resolved_eval(r["eval"], by_gen, layout)
     return rows
