@@ -77,6 +77,35 @@ def test_a_generation_with_every_learning_option_on(tmp_path):
     assert result["solver"]["positions"] == 5 and result["simulations"] == 8
 
 
+def test_archive_starts_begin_the_games_in_the_previous_generations_games(tmp_path):
+    """selfplay.archive_starts 1: generation 1 has no earlier games and starts
+    from the empty board; every game of generation 2 starts from a position of
+    generation 1's games, whose moves it replays untrained."""
+    from zeroloop.engine.selfplay import arrays_to_records
+    from zeroloop.pipeline.data.shards import read_manifest
+    from zeroloop.pipeline.data.storage import load_shard
+
+    p = _params(selfplay={"games": 8, "shard_games": 4, "archive_starts": 1.0})
+    layout = Layout(tmp_path)
+    init_step(p, layout)
+
+    def games(gen):
+        shards = sorted(layout.data(gen).glob("shard_*"))
+        return [r for path in shards for r in arrays_to_records(load_shard(path)[0])]
+    for gen in (1, 2):
+        selfplay_step(p, layout, gen, gen - 1, progress=False)
+        train_step(p, layout, gen, gen - 1, progress=False)
+        layout.model(gen).write_bytes(layout.model(gen, "candidate").read_bytes())  # as an accepting gate
+    first, second = games(1), games(2)
+    assert all(r.full.all() for r in first)
+    archive = [tuple(r.actions) for r in first]
+    starts = [int(r.full.argmax()) for r in second]  # the replayed moves come first
+    for r, k in zip(second, starts):
+        assert r.full[k:].all() and any(a[:k] == tuple(r.actions[:k]) and len(a) > k for a in archive)
+    assert max(starts) >= 2  # some start deep in generation 1's games
+    assert "archive_sha256" in read_manifest(layout.data(2) / "manifest.json")["identity"]
+
+
 def test_an_othello_generation_is_measured_against_perfect_play(tmp_path):
     """Othello 6x6 end to end through the generation steps: its endgame
     positions, labelled by the exact solver, give each generation a move

@@ -289,6 +289,34 @@ def test_random_opening_plies_start_games_off_the_start_and_are_not_trained_on()
     assert [r.actions for r in opened] != [r.actions for r in plain]
 
 
+def test_archive_starts_replay_archived_positions_that_are_not_trained_on():
+    """Go-Exploit: a share of the games starts from a position of the archive's
+    games, reached by replaying their moves (kept, not trained on); the rest,
+    and every game of an empty archive or of a share of 0, are the plain games."""
+    game, play = _connect4_selfplay(8, games=40, simulations=8, in_flight=8)
+    plain = play()
+    archive = tuple(tuple(r.actions) for r in play(opening_plies=6)[:10])
+    sched = SelfplayConfig(temperature=1.0, temperature_moves=42, archive_starts=0.5)
+
+    seeds = [np.random.SeedSequence([8, k]) for k in range(40)]
+
+    def started(**options):
+        return play_selfplay_games(game, uniform_evaluator(game), SearchConfig(simulations=8), sched, seeds,
+                                   in_flight=8, **options)
+    games = started(archive=archive)
+    deep = 0
+    for r in games:
+        k = int(np.argmax(r.full))
+        assert not r.full[:k].any() and r.full[k:].all() and game.play(r.actions).outcome is not None
+        # the replayed moves are a prefix of an archived game that goes on from there
+        assert any(a[:k] == tuple(r.actions[:k]) and len(a) > k for a in archive)
+        deep += k > 6  # deeper than any random opening: an archived position
+    assert 5 <= deep <= 35
+    assert [r.actions for r in started(archive=archive)] == [r.actions for r in games]  # seeded
+    assert [r.actions for r in started(archive=())] == [r.actions for r in plain]  # nothing to draw
+    assert [r.actions for r in play(archive_starts=0.0)] == [r.actions for r in plain]
+
+
 def test_training_reads_only_the_full_searches(tmp_path):
     from zeroloop.engine.nn import uniform_evaluator
     from zeroloop.engine.selfplay import SelfplayConfig, play_selfplay_games, records_to_arrays

@@ -83,6 +83,12 @@ class SelfplayConfig:
     opening_plies: each game first plays 0..k (uniformly) uniformly random
         legal moves, not searched and not trained on, then self-play goes on
         from that position (0: every game from the start).
+    archive_starts: the share of games that start from a position drawn
+        uniformly from an archive of positions earlier self-play visited (the
+        pipeline's: the previous generation's games), as Go-Exploit does
+        (Trudeau and Bowling, AAMAS 2023); the moves that lead there are
+        replayed, not searched and not trained on. Such a game takes no random
+        opening plies. 0: every game from the start (or its opening plies).
     """
 
     games: Annotated[int, at.Ge(1)] = 1500
@@ -93,6 +99,7 @@ class SelfplayConfig:
     full_search_probability: Annotated[float, at.Interval(gt=0, le=1)] = 1.0
     fast_simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 16
     opening_plies: Annotated[int, at.Interval(ge=0, le=100)] = 0
+    archive_starts: Annotated[float, at.Interval(ge=0, le=1)] = 0.0
 
     def __post_init__(self) -> None:
         check_fields(self, "selfplay")
@@ -121,7 +128,8 @@ class _Running:
 def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, selfplay: SelfplayConfig,
                         seeds: Sequence[np.random.SeedSequence], *, in_flight: int = 64,
                         on_game: Callable[[int, GameRecord], None] | None = None,
-                        stats: SearchStats | None = None, timer: PartTimer | None = None) -> list[GameRecord]:
+                        stats: SearchStats | None = None, timer: PartTimer | None = None,
+                        archive: Sequence[Sequence[int]] = ()) -> list[GameRecord]:
     """Play one game of the evaluator against itself per seed, searched as
     ``config`` says and played as ``selfplay`` says (its move schedule, playout
     cap and random opening plies; its ``games``, ``shard_games`` and
@@ -146,6 +154,14 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
     made of. The random moves are kept in the record (so it replays from the
     start) as fast moves (``full`` false): played, not trained on.
 
+    With ``selfplay.archive_starts`` p > 0 and an ``archive`` (games as their
+    moves), a game draws from its own generator whether it starts from the
+    archive (probability p), and if so which position: uniformly over every
+    position the archive's games reached before a move (their first positions
+    included). It replays the moves that lead there, kept in the record as the
+    random plies are (not trained on), so rules with a history (Go's superko)
+    see the same game. An empty archive draws nothing: the games of p = 0.
+
     ``timer``, when given, is charged the time of each part of the run
     (:mod:`zeroloop.engine.timing`; ``on_game`` counts as records); give the
     evaluator the same one to split its call into encoding, cache, batching
@@ -156,6 +172,9 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
     if timer is not None:
         timer.start()
     schedule, cap, opening_plies = selfplay.schedule, selfplay.cap, selfplay.opening_plies
+    archive_p = selfplay.archive_starts
+    # position k of the archive is game j's ply k - ends[j], ends[j] <= k < ends[j + 1]
+    ends = np.concatenate([[0], np.cumsum([len(a) for a in archive] if archive_p else [], dtype=np.int64)])
     slots = min(in_flight, len(seeds))
     mcts = BatchedMCTS(game, evaluator, config, slots, rng=np.random.default_rng(seeds[0]), timer=timer)
     if timer is not None:
@@ -171,17 +190,28 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
         rng = np.random.default_rng(seeds[i])
         rec = _Running(i, rng)
         state = game.initial_state()
-        for _ in range(int(rng.integers(opening_plies + 1)) if opening_plies else 0):
-            legal = np.flatnonzero(game.legal_mask(state))
-            action = int(legal[rng.integers(len(legal))])
-            after = game.apply(state, action)
-            if after.outcome is not None:
-                break
+
+        def unsearched(action: int) -> None:  # a move played before the game's first search
+            nonlocal state
+            legal = game.legal_mask(state)
             rec.actions.append(action)
-            rec.policies.append(np.where(game.legal_mask(state), np.float32(1 / len(legal)), np.float32(0)))
+            rec.policies.append(np.where(legal, np.float32(1 / legal.sum()), np.float32(0)))
             rec.values.append(0.0)
             rec.full.append(False)
-            state = after
+            state = game.apply(state, action)
+
+        if ends[-1] and rng.random() < archive_p:
+            k = int(rng.integers(ends[-1]))  # the k-th archived position
+            j = int(np.searchsorted(ends, k, side="right")) - 1
+            for action in archive[j][:k - ends[j]]:
+                unsearched(int(action))
+        else:
+            for _ in range(int(rng.integers(opening_plies + 1)) if opening_plies else 0):
+                legal = np.flatnonzero(game.legal_mask(state))
+                action = int(legal[rng.integers(len(legal))])
+                if game.apply(state, action).outcome is not None:
+                    break
+                unsearched(action)
         if timer is not None:
             timer.lap("rules")
         mcts.set_root(slot, state, rng=rng)

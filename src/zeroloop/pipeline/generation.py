@@ -51,12 +51,27 @@ def init_step(p: Params, layout: Layout) -> dict:
     return {"weights": sum(t.numel() for t in net.parameters())}
 
 
-def selfplay_job(p: Params, model: str | None, seed: int) -> SelfplayJob:
+def selfplay_job(p: Params, model: str | None, seed: int,
+                 archive: tuple[tuple[int, ...], ...] = ()) -> SelfplayJob:
     """Self-play as params.yaml sets it (``mcts``, ``selfplay``, ``runtime.device`` and ``precision``)."""
     r = p.runtime
     return SelfplayJob(game=p.game, model=model, selfplay=p.selfplay.config(), search=p.mcts.config(),
                        seed=seed, device=r.device, in_flight=r.games_in_flight, eval_cache=r.eval_cache,
-                       precision=r.precision)
+                       precision=r.precision, archive=archive)
+
+
+def start_archive(p: Params, layout: Layout, prev: int) -> tuple[tuple[int, ...], ...]:
+    """Go-Exploit's archive for the games after generation ``prev``: the moves
+    of generation ``prev``'s own games (the newest in its replay manifest, each
+    shard checked against its checksum); none after generation 0, nor when
+    ``selfplay.archive_starts`` is 0."""
+    if not p.selfplay.archive_starts:
+        return ()
+    window = read_json(layout.replay_manifest(prev))["window"]
+    if not window or window[0]["generation"] != prev:
+        return ()
+    return tuple(tuple(rec.actions) for path in checked_shards(window[:1])
+                 for rec in arrays_to_records(load_shard(path)[0]))
 
 
 def selfplay_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: bool = True
@@ -70,7 +85,8 @@ def selfplay_step(p: Params, layout: Layout, gen: int, prev: int, *, progress: b
     are done the directory is checked and moved into place in one rename.
     """
     game = p.make_game()
-    job = selfplay_job(p, str(layout.model(prev)), derive_seed(p.seed, "selfplay", gen))
+    job = selfplay_job(p, str(layout.model(prev)), derive_seed(p.seed, "selfplay", gen),
+                       start_archive(p, layout, prev))
     identity = job.identity()
     key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:12]
     scratch = layout.partial(gen, key)

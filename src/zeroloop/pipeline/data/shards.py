@@ -17,6 +17,7 @@ with other settings or another model.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -48,6 +49,8 @@ class SelfplayJob:
     Shard ``i``'s game ``k`` is seeded from ``(seed, i, k)``. ``in_flight``
     (games searched together per worker) and ``eval_cache`` (positions whose
     network answers a worker remembers) change speed, never the games.
+    ``archive``: games (their moves) whose positions start a share
+    ``selfplay.archive_starts`` of the games (Go-Exploit).
     """
 
     game: str
@@ -60,6 +63,7 @@ class SelfplayJob:
     in_flight: int = 128
     eval_cache: int = 100_000
     precision: str = "fp32"
+    archive: tuple[tuple[int, ...], ...] = ()
 
     def __post_init__(self) -> None:
         if self.in_flight < 1 or self.eval_cache < 0:
@@ -89,6 +93,9 @@ class SelfplayJob:
         full, rest = divmod(self.games, self.shard_games)
         return [self.shard_games] * full + ([rest] if rest else [])
 
+    def archive_sha256(self) -> str:
+        return hashlib.sha256(json.dumps(self.archive, separators=(",", ":")).encode()).hexdigest()
+
     def identity(self) -> dict:
         """What a shard must have been made with to be reused: settings, seed
         and the model file's checksum."""
@@ -102,6 +109,8 @@ class SelfplayJob:
             # a playout cap only when set, so that the identities of older shards still match
             **({"playout_cap": asdict(s.cap)} if s.cap else {}),
             **({"opening_plies": s.opening_plies} if s.opening_plies else {}),
+            **({"archive_starts": s.archive_starts, "archive_sha256": self.archive_sha256()}
+               if s.archive_starts else {}),
             # as resolved on this machine; fp32 is left out, so that shards made before the key
             # existed are still reused
             **({"precision": p} if (p := self._precision()) != "fp32" else {}),
@@ -222,7 +231,7 @@ def _play_shards(task: _WorkerTask, tick: Tick) -> _WorkerResult:
             results.append(ShardResult(shard.index, shard.games, positions, None))
 
     play_selfplay_games(game, evaluator, job.search, job.selfplay, seeds, in_flight=job.in_flight,
-                        on_game=finished, stats=stats)
+                        on_game=finished, stats=stats, archive=job.archive)
     stats.cache_hits += evaluator.hits - before[0]
     stats.network_rows += evaluator.computed - before[1]
     return _WorkerResult(results, stats)
