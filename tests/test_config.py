@@ -29,7 +29,7 @@ def test_params_yaml_is_what_the_default_preset_writes(tmp_path):
     write_preset("connect4", out, ROOT / "presets")
     assert out.read_text() == shipped
     p = write_preset("go-7", out, ROOT / "presets")
-    assert load_params(out) == p and p.game == "go-7" and len(p.generations) == 12
+    assert load_params(out) == p and p.game == "go-7" and len(p.generations) == 10
     assert "dirichlet_alpha: 0.2  # root noise" in out.read_text()  # the line keeps its comment
     write_preset("connect4", out, ROOT / "presets")
     assert out.read_text() == shipped
