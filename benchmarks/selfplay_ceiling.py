@@ -58,7 +58,22 @@ import numpy as np
 # ---------------------------------------------------------------------------------------------
 SPEC_HELP = ("const (the network that costs nothing), [KIND:]AxB (an untrained net of a net.kind, seeded, "
              "as benchmarks/net_sizes.py writes it: 5x64 a ResNet, gpool:3x32, mlp:3x512), or a model "
-             "file (PATH.pt, any kind load_model reads)")
+             "file (PATH.pt, any kind load_model reads); any of them with @states: the search keeps one "
+             "State per node (every game's path but Connect Four's rows)")
+
+
+class StatesOnly:
+    """``inner`` answering states only (no ``game``, no ``evaluate_planes``):
+    the search keeps one State per node and the cache is the dictionary, as
+    for every game without rows (Connect Four's path before issue 51's rows)."""
+
+    pads = True
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+
+    def __call__(self, states, *, pad_to: int = 0):
+        return self.inner(states, pad_to=pad_to)
 
 
 def inner_evaluator(spec: str, game, *, precision: str, seed: int, timer=None) -> tuple[str, object]:
@@ -68,6 +83,10 @@ def inner_evaluator(spec: str, game, *, precision: str, seed: int, timer=None) -
 
     from zeroloop.engine.nn import ConstantEvaluator, NetConfig, NetworkEvaluator, PolicyValueNet
 
+    if spec.endswith("@states"):
+        label, ev = inner_evaluator(spec.removesuffix("@states"), game, precision=precision, seed=seed,
+                                    timer=timer)
+        return f"{label} states", StatesOnly(ev)
     if spec == "const":
         return "const", ConstantEvaluator(game, timer=timer)
     try:
@@ -196,6 +215,15 @@ def report(runs: list[Run], check: Run | None) -> None:
     print(f"ratio to {base.label} (simulations/s, this run): " + ", ".join(
         f"{r.label} {(r.stats.simulations / r.wall) / (base.stats.simulations / base.wall):.3f}x"
         for r in runs[1:]) if len(runs) > 1 else f"ratio to {base.label}: one net only")
+    by_label = {r.label: r for r in runs}
+    for r in runs:  # a net played over states and over rows: the games they both played
+        rows = by_label.get(r.label.removesuffix(" states")) if r.label.endswith(" states") else None
+        if rows is not None:
+            k = min(len(r.actions), len(rows.actions))
+            speed = (rows.stats.simulations / rows.wall) / (r.stats.simulations / r.wall)
+            print(f"{r.label} against {rows.label} (over rows): same games: "
+                  f"{'yes' if r.actions[:k] == rows.actions[:k] else 'NO'} (the first {k}); "
+                  f"rows {speed:.3f}x the simulations/s")
     if check is not None:
         same = check.actions == base.actions
         print(f"timer off, {base.label} again ({check.rounds} round(s), same seeds): same games: "

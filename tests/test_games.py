@@ -568,6 +568,39 @@ def test_connect4_apply_is_the_generic_placement():
             game.apply(game.initial_state(), bad)
 
 
+def test_connect4_rows_kernels_are_apply_legal_mask_and_encode():
+    """Connect Four's positions as rows of arrays (the search's leaves in numba) give what its
+    Python methods give: from every position of the seeded games and a drawn one, every legal
+    column applied (position, ply, last move, outcome: win, draw or running), the legal masks, and
+    the planes, padded with copies of the last row."""
+    from zeroloop.engine.games.base import Rows
+
+    game = game_of("connect4")
+    draw = next(states for seed in range(5000) for states in [random_playout(game, seed)[1]]
+                if states[-1].outcome == 0.0)
+    running = [s for _, states in playouts("connect4") for s in states if s.outcome is None]
+    running += [s for s in draw if s.outcome is None]
+    pairs = [(i, a) for i, s in enumerate(running) for a in np.flatnonzero(game.legal_mask(s))]
+    pos = Rows.empty(len(running) + len(pairs))
+    for i, s in enumerate(running):
+        pos.put(i, s)
+    parents = np.array([i for i, _ in pairs], np.int64)
+    actions = np.array([a for _, a in pairs], np.int64)
+    leaves = np.arange(len(running), len(running) + len(pairs), dtype=np.int64)
+    outcome = game.apply_rows(pos, parents, actions, leaves)
+    expected = [game.apply(running[i], int(a)) for i, a in pairs]
+    assert {e.outcome for e in expected} == {None, -1.0, 0.0}  # wins, the draw and running games
+    for j, e in enumerate(expected):
+        assert pos.state(int(leaves[j])) == dataclasses.replace(e, outcome=None)
+        assert (np.isnan(outcome[j]) and e.outcome is None) or outcome[j] == e.outcome
+    rows = np.arange(len(running), dtype=np.int64)
+    assert np.array_equal(game.legal_rows(pos, rows), np.stack([game.legal_mask(s) for s in running]))
+    assert np.array_equal(game.encode_rows(pos, rows), game.encode(running))
+    some = rows[[3, 0, 17]]
+    padded = game.encode_rows(pos, some, 8)
+    assert np.array_equal(padded, game.encode([running[3], running[0]] + [running[17]] * 6))
+
+
 # -- Connect Four ---------------------------------------------------------------
 
 

@@ -367,19 +367,26 @@ def test_fixed_batches_answer_the_same_bits_whether_the_inner_evaluator_pads_or_
     assert (padded.requested, padded.hits, padded.computed) == (plain.requested, plain.hits, plain.computed)
 
 
-def test_the_cache_answers_what_the_network_would_and_keeps_the_most_recently_used():
+@pytest.mark.parametrize("rows", [True, False])
+def test_the_cache_answers_what_the_network_would_and_keeps_the_most_recently_used(rows):
     """Behind the cache every answer is the bits a cache-less evaluator gives at the same batch
     size, and the cache holds exactly the ``cache`` positions used last (a position asked for again
     is fresh again; of more new positions than it holds in one call, the last ones): its hits are
-    those of a plain LRU model of it, call after call, evictions included."""
+    those of a plain LRU model of it, call after call, evictions included. Both caches: the arrays
+    of positions as rows (Connect Four behind a network) and the dictionary of states (any other
+    evaluator)."""
     from collections import OrderedDict
 
     from zeroloop.engine.nn import FixedBatchEvaluator
     from zeroloop.engine.nn.inference import position_key
 
     game, net = _net("connect4")
-    inner = NetworkEvaluator(game, net, "cpu")
-    cached, fresh = FixedBatchEvaluator(inner, batch=8, cache=12), FixedBatchEvaluator(inner, batch=8)
+    network = NetworkEvaluator(game, net, "cpu")
+    inner = network if rows else (lambda states: network(states))
+    # the cache-less reference answers states through the network's own call (encode, then the net)
+    cached = FixedBatchEvaluator(inner, batch=8, cache=12)
+    fresh = FixedBatchEvaluator(network.__call__, batch=8)
+    assert cached.rows == rows and not fresh.rows
     rng = np.random.default_rng(11)
     pool = [random_line(game, int(rng.integers(0, 20)), rng)[0] for _ in range(30)]
     model: OrderedDict = OrderedDict()
@@ -398,8 +405,46 @@ def test_the_cache_answers_what_the_network_would_and_keeps_the_most_recently_us
         model.update(dict.fromkeys(new))
         while len(model) > 12:
             model.popitem(last=False)
-        assert cached.hits == hits and list(cached._cache) == list(model)
+        assert cached.hits == hits and cached.cached_keys() == list(model)
     assert hits > 0 and fresh.hits == 0
+
+
+@pytest.mark.parametrize("capacity", [0, 1, 2, 3, 7, 50])
+def test_the_row_cache_is_a_least_recently_used_cache(capacity):
+    """:class:`RowCache` against an OrderedDict model, many requests of random keys from a small
+    pool (collisions, deletions wrapping around the table, repeated keys in a request): the same hits
+    with the answers remembered for them, one row per new key, the same keys kept in the same order."""
+    from collections import OrderedDict
+
+    from zeroloop.engine.nn.row_cache import RowCache
+
+    rng = np.random.default_rng(capacity)
+    pool = np.stack([rng.integers(0, 1 << 40, 24), rng.integers(0, 1 << 40, 24), rng.integers(0, 16, 24)], 1)
+    pool[:6, 0] = pool[6:12, 0]  # keys that share words
+    cache, model = RowCache(capacity, 3), OrderedDict()
+    for _ in range(300):
+        query = pool[rng.integers(0, len(pool), int(rng.integers(1, 12)))]
+        out_p, out_v = np.full((len(query), 3), -1, np.float32), np.full(len(query), -1, np.float32)
+        hits, m, compute_of, firsts = cache.lookup(query, out_p, out_v)
+        keys = [tuple(int(k) for k in q) for q in query]
+        new = list(dict.fromkeys(k for k in keys if k not in model))
+        expect_hits = [k in model for k in keys]
+        for k in keys:
+            if k in model:
+                model.move_to_end(k)
+        assert hits == sum(expect_hits) and m == len(new)
+        for i, k in enumerate(keys):
+            if expect_hits[i]:
+                assert compute_of[i] == -1 and out_v[i] == model[k] and (out_p[i] == model[k]).all()
+            else:
+                assert keys[firsts[compute_of[i]]] == k
+        answers = rng.random(m).astype(np.float32)
+        cache.remember(query, firsts, m, np.repeat(answers[:, None], 3, 1), answers)
+        for k, v in list(zip(new, answers))[max(0, m - capacity):]:
+            model[k] = v
+        while len(model) > capacity:
+            model.popitem(last=False)
+        assert cache.keys_by_use() == list(model)
 
 
 def test_a_batch_of_positions_is_keyed_as_each_position_alone():

@@ -22,6 +22,9 @@ import numpy as np
 import pytest
 
 from zeroloop.engine.games import make_game
+from zeroloop.engine.games.base import State
+from zeroloop.engine.nn import FixedBatchEvaluator
+from zeroloop.engine.nn.inference import encode_padded
 from zeroloop.engine.search import BatchedMCTS, SearchConfig, SearchResult
 from zeroloop.engine.selfplay import SelfplayConfig, play_selfplay_games
 
@@ -44,6 +47,32 @@ def hash_oracle(game):
         return priors, values
 
     return evaluate
+
+
+class PlanesOracle:
+    """:func:`hash_oracle` answering a network's way, from encoded planes
+    (``evaluate_planes``; Connect Four: the stones are the planes, the ply
+    their count): behind a :class:`FixedBatchEvaluator` it lets the search
+    keep its positions as rows of arrays, with the same answers."""
+
+    pads = True
+
+    def __init__(self, game) -> None:
+        self.game, self._oracle = game, hash_oracle(game)
+        self._bits = np.array([1 << int(b) for b in game.bit_of_cell], dtype=object)
+
+    def evaluate_planes(self, planes):
+        boards = [(int(self._bits[x[0].ravel() > 0].sum()), int(self._bits[x[1].ravel() > 0].sum()))
+                  for x in planes]
+        return self._oracle([State(me, opp, (me | opp).bit_count()) for me, opp in boards])
+
+    def __call__(self, states, *, pad_to=0):
+        return self.evaluate_planes(encode_padded(self.game, states, pad_to))
+
+
+def _evaluator(game, rows: bool):
+    """The golden runs' oracle; ``rows``: behind a small cache, over rows (Connect Four)."""
+    return FixedBatchEvaluator(PlanesOracle(game), batch=8, cache=40) if rows else hash_oracle(game)
 
 
 def _gumbel(**cfg):
@@ -133,12 +162,14 @@ def _config(cfg: dict) -> SearchConfig:
     return SearchConfig(**{**BASE, **cfg})
 
 
-def run_case(name: str) -> list[dict]:
-    """The searches of one case of :data:`CASES`, as :func:`_row` keeps them."""
+def run_case(name: str, rows: bool = False) -> list[dict]:
+    """The searches of one case of :data:`CASES`, as :func:`_row` keeps them
+    (``rows``: :func:`_evaluator`'s)."""
     game_name, openings, cfg, how, noise = CASES[name]
     game = make_game(game_name)
-    mcts = BatchedMCTS(game, hash_oracle(game), _config(cfg), len(openings),
+    mcts = BatchedMCTS(game, _evaluator(game, rows), _config(cfg), len(openings),
                        rng=np.random.default_rng(0))
+    assert (mcts.pos is not None) == (rows and not cfg.get("rollout_mix"))
     slots = list(range(len(openings)))
     for g, moves in enumerate(openings):
         mcts.set_root(g, game.play(game.parse_moves(moves)), rng=np.random.default_rng([7, g]))
@@ -155,14 +186,14 @@ def run_case(name: str) -> list[dict]:
     return out
 
 
-def run_selfplay(name: str) -> list[list[int]]:
+def run_selfplay(name: str, rows: bool = False) -> list[list[int]]:
     game_name, cfg, cap, games = SELFPLAY[name]
     game = make_game(game_name)
     seeds = [np.random.SeedSequence([3, k]) for k in range(games)]
     full, fast = cap or (1.0, 16)
     play = SelfplayConfig(temperature=1.0, temperature_moves=6, full_search_probability=full,
                           fast_simulations=fast)
-    records = play_selfplay_games(game, hash_oracle(game), _config(cfg), play, seeds, in_flight=3)
+    records = play_selfplay_games(game, _evaluator(game, rows), _config(cfg), play, seeds, in_flight=3)
     return [[int(a) for a in r.actions] for r in records]
 
 
@@ -178,8 +209,22 @@ def golden() -> dict:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_search_matches_its_golden_results(name, golden):
-    want = golden["cases"][name]
-    got = run_case(name)
+    _compare(name, run_case(name), golden["cases"][name])
+
+
+@pytest.mark.parametrize("name", [n for n in CASES if CASES[n][0] == "connect4"])
+def test_connect_four_searched_over_rows_matches_the_golden_results(name, golden):
+    """The tree keeping its positions as rows of arrays (the leaves applied, checked, keyed,
+    cached and encoded in numba) searches as with one State per node."""
+    _compare(name, run_case(name, rows=True), golden["cases"][name])
+
+
+@pytest.mark.parametrize("name", [n for n in SELFPLAY if SELFPLAY[n][0] == "connect4"])
+def test_connect_four_self_play_over_rows_matches_the_golden_games(name, golden):
+    assert run_selfplay(name, rows=True) == golden["selfplay"][name]
+
+
+def _compare(name: str, got: list[dict], want: list[dict]) -> None:
     assert len(got) == len(want)
     for step, (g, w) in enumerate(zip(got, want)):
         assert g["visits"] == w["visits"], f"{name}, search {step}: visit counts"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -55,6 +55,33 @@ class State:
     @property
     def first_to_move(self) -> bool:
         return self.ply % 2 == 0
+
+
+class Rows(NamedTuple):
+    """Positions as rows of four int64 arrays, for games whose search keeps
+    its positions in arrays (a game with ``apply_rows``: Connect Four's
+    kernels): row ``i`` is ``State(me[i], opp[i], ply[i], last[i])`` of a
+    running game. The search's tree holds one row per node."""
+
+    me: np.ndarray
+    opp: np.ndarray
+    ply: np.ndarray
+    last: np.ndarray
+
+    @classmethod
+    def empty(cls, n: int) -> Rows:
+        return cls(*(np.zeros(n, np.int64) for _ in range(4)))
+
+    @classmethod
+    def of(cls, states: Sequence[State]) -> Rows:
+        return cls(*(np.array([getattr(s, f) for s in states], np.int64).reshape(-1)
+                     for f in ("me", "opp", "ply", "last")))
+
+    def put(self, i: int, state: State) -> None:
+        self.me[i], self.opp[i], self.ply[i], self.last[i] = state.me, state.opp, state.ply, state.last
+
+    def state(self, i: int) -> State:
+        return State(int(self.me[i]), int(self.opp[i]), int(self.ply[i]), int(self.last[i]))
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from zeroloop.engine.games.base import IllegalMoveError, State, Symmetry
+from zeroloop.engine.games import connect4_kernels as kernels
+from zeroloop.engine.games.base import IllegalMoveError, Rows, State, Symmetry
 from zeroloop.engine.games.lines import KInARowGame
 from zeroloop.engine.games.text import DigitNotation
 
@@ -88,6 +89,29 @@ class ConnectFour(DigitNotation, KInARowGame):
                     else:
                         outcome = None
         return State(opp, me, state.ply + 1, action, outcome)
+
+    # -- positions as rows of arrays (a search step's leaves at once: connect4_kernels) ----------
+    def apply_rows(self, pos: Rows, parents: np.ndarray, actions: np.ndarray, leaves: np.ndarray
+                   ) -> np.ndarray:
+        """Play ``actions[i]`` (legal) in row ``parents[i]`` of ``pos`` into row
+        ``leaves[i]``; ``[n]`` float32 outcomes from the new side to move, NaN
+        while a game runs (:meth:`apply` of each)."""
+        outcome = np.empty(len(parents), np.float32)
+        kernels.apply_rows(*pos, parents, actions, leaves, outcome)
+        return outcome
+
+    def legal_rows(self, pos: Rows, rows: np.ndarray) -> np.ndarray:
+        """``[n, 7]``: :meth:`legal_mask` of rows ``rows`` (running games)."""
+        out = np.empty((len(rows), 7), np.bool_)
+        kernels.legal_rows(pos.me, pos.opp, rows, out)
+        return out
+
+    def encode_rows(self, pos: Rows, rows: np.ndarray, pad_to: int = 0) -> np.ndarray:
+        """:meth:`encode` of rows ``rows``, padded to ``pad_to`` rows with
+        copies of the last (:func:`~zeroloop.engine.nn.inference.encode_padded`)."""
+        out = np.empty((max(len(rows), pad_to), 4, 6, 7), np.float32)
+        kernels.encode_rows(*pos, rows, out)
+        return out
 
     def _playout_moves(self, full: int) -> tuple[list[int], list[int]]:
         """Open columns in order, and the next free cell's bit of each column."""

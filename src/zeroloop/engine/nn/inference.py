@@ -13,8 +13,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from zeroloop.engine.games.base import Game, State
+from zeroloop.engine.games.base import Game, Rows, State
 from zeroloop.engine.nn.net import PolicyValueNet, ResNet
+from zeroloop.engine.nn.row_cache import RowCache
 from zeroloop.engine.timing import PartTimer
 
 
@@ -288,6 +289,12 @@ class FixedBatchEvaluator:
         if batch < 1 or cache < 0:
             raise ValueError(f"batch={batch} must be >= 1 and cache={cache} >= 0")
         self.inner, self.batch, self.capacity, self.timer = inner, batch, cache, timer
+        # positions as rows of arrays (a game with ``encode_rows``: Connect Four) when the inner
+        # evaluator answers planes: the cache, the encoding and the padding in numba (RowCache), the
+        # inner's ``evaluate_planes`` called directly (its ``__call__`` is encode_padded, then that)
+        game = getattr(inner, "game", None)
+        self.rows = hasattr(game, "encode_rows") and hasattr(inner, "evaluate_planes")
+        self._rows = RowCache(cache, game.num_actions) if self.rows else None
         # the cache: key -> its row of the answer arrays, least recently used first; the arrays
         # are made at the first answer (its number of actions)
         self._cache: OrderedDict[tuple, int] = OrderedDict()
@@ -296,6 +303,8 @@ class FixedBatchEvaluator:
         self.requested = self.hits = self.computed = 0
 
     def __call__(self, states: Sequence[State]) -> tuple[np.ndarray, np.ndarray]:
+        if self.rows and states:
+            return self.evaluate_rows(Rows.of(states), np.arange(len(states)))
         timer = self.timer
         n = len(states)
         self.requested += n
@@ -362,6 +371,49 @@ class FixedBatchEvaluator:
             if timer is not None:
                 timer.lap("cache")
         return out_p, out_v
+
+    def evaluate_rows(self, pos: Rows, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The answers for the positions in rows ``rows`` of ``pos`` (when
+        :attr:`rows`), as a call with their states answers, the same counters
+        included: keyed, looked up, encoded and padded over arrays."""
+        timer, cache, game = self.timer, self._rows, self.inner.game
+        n, size = len(rows), self.batch
+        self.requested += n
+        actions = game.num_actions
+        out_p, out_v = np.empty((n, actions), np.float32), np.empty(n, np.float32)
+        query = np.stack([pos.me[rows], pos.opp[rows], (pos.last[rows] + 1) * 2 + (pos.ply[rows] & 1)], 1)
+        hits, m, compute_of, firsts = cache.lookup(query, out_p, out_v)
+        self.hits += hits
+        if timer is not None:
+            timer.lap("cache")
+        new_p, new_v = np.empty((m, actions), np.float32), np.empty(m, np.float32)
+        for start in range(0, m, size):
+            chunk = rows[firsts[start:min(start + size, m)]]
+            planes = game.encode_rows(pos, chunk, size)
+            if timer is not None:
+                timer.lap("encoding")
+            priors, values = self.inner.evaluate_planes(planes)
+            if timer is not None:
+                timer.lap("network")
+            self.computed += size
+            k = len(chunk)
+            new_p[start:start + k] = priors[:k]
+            new_v[start:start + k] = np.asarray(values).reshape(-1)[:k]
+        new = np.flatnonzero(compute_of >= 0)
+        out_p[new] = new_p[compute_of[new]]
+        out_v[new] = new_v[compute_of[new]]
+        if timer is not None:
+            timer.lap("batching")
+        cache.remember(query, firsts, m, new_p, new_v)
+        if timer is not None:
+            timer.lap("cache")
+        return out_p, out_v
+
+    def cached_keys(self) -> list[tuple]:
+        """The cached positions' keys (:func:`position_key`), least recently used first."""
+        if self.rows:
+            return [(me, opp, tail // 2 - 1, tail & 1) for me, opp, tail in self._rows.keys_by_use()]
+        return list(self._cache)
 
     def _remember(self, keys: list[tuple], priors: np.ndarray, values: np.ndarray) -> None:
         """Cache the answers to ``keys`` (new positions, in order), each taking

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from zeroloop.engine.games.base import Game, State, batched_legal_masks
+from zeroloop.engine.games.base import Game, Rows, State, batched_legal_masks
 from zeroloop.engine.search import kernels as K
 from zeroloop.engine.search.config import SearchConfig
 from zeroloop.engine.search.kernels import exploration, improved_policy, sigma
@@ -175,6 +175,13 @@ class BatchedMCTS:
         self.gumbel = K.GumbelState.empty(g_slots, g_len, A)
         self.stats = SearchStats()
         self._paths = K.Paths.empty(num_slots * config.leaves_per_game, game.max_moves + 1)
+        # the nodes' positions as rows of arrays, a step's leaves applied and evaluated at once, when
+        # the game and the evaluator both take rows (Connect Four behind a FixedBatchEvaluator);
+        # else one State per node in ``states``
+        self.pos: Rows | None = None
+        if (hasattr(game, "apply_rows") and getattr(evaluator, "rows", False) is True
+                and hasattr(evaluator, "evaluate_rows") and config.rollout_mix == 0):
+            self.pos = Rows.empty(rows)
 
     # -- roots --------------------------------------------------------------
     def set_root(self, slot: int, state: State, rng: np.random.Generator | None = None) -> None:
@@ -187,13 +194,16 @@ class BatchedMCTS:
         self.slots.used[slot] = root + 1
         K.clear_row(self.tree, root)
         self.states[root] = state
+        if self.pos is not None:
+            self.pos.put(root, state)
         self._noised[slot] = False
         self._active[slot] = True
         if rng is not None:
             self.slot_rng[slot] = rng
 
     def root_state(self, slot: int) -> State:
-        return self.states[self.slots.root[slot]]
+        root = self.slots.root[slot]
+        return self.states[root] if self.pos is None else self.pos.state(root)
 
     def advance(self, slot: int, action: int) -> State:
         """Play ``action`` in ``slot``; keep its subtree when reuse is on.
@@ -221,8 +231,12 @@ class BatchedMCTS:
             return
         start = slot * self.cap
         count = K.compact_subtree(self.tree, self.slots, slot, child, self._order)
-        old = [self.states[i] for i in self._order[:count]]
-        self.states[start:start + count] = old
+        if self.pos is None:
+            old = [self.states[i] for i in self._order[:count]]
+            self.states[start:start + count] = old
+        else:
+            for column in self.pos:
+                column[start:start + count] = column[self._order[:count]]
         self.slots.root[slot] = start
         self.slots.used[slot] = start + count
         self._noised[slot] = False
@@ -327,8 +341,10 @@ class BatchedMCTS:
         if not fresh:
             return
         leaves = self.slots.root[fresh]
-        states = [self.states[r] for r in leaves]
-        priors, values, masks = self._evaluate_states(states, fresh)
+        if self.pos is None:
+            priors, values, masks = self._evaluate_states([self.states[r] for r in leaves], fresh)
+        else:
+            priors, values, masks = self._evaluate_rows(leaves)
         t1 = time.perf_counter()
         paths = self._paths
         paths.leaf[: len(fresh)] = leaves
@@ -369,9 +385,33 @@ class BatchedMCTS:
         self.stats.calls += 1
         return priors, values, masks
 
+    def _evaluate_rows(self, rows: np.ndarray):
+        """:meth:`_evaluate_states` of the positions in rows ``rows`` of :attr:`pos`."""
+        timer = self.timer
+        t0 = time.perf_counter()
+        masks = self.game.legal_rows(self.pos, rows)
+        if timer is not None:
+            timer.lap("rules")
+        t1 = time.perf_counter()
+        priors, values = self.evaluator.evaluate_rows(self.pos, rows)
+        t2 = time.perf_counter()
+        if timer is not None:
+            timer.lap("network")
+        priors = K.masked_priors(priors, masks)
+        if timer is not None:
+            timer.lap("batching")
+        self.stats.rules_s += (t1 - t0) + (time.perf_counter() - t2)
+        self.stats.network_s += t2 - t1
+        self.stats.evaluations += len(rows)
+        self.stats.calls += 1
+        return priors, values, masks
+
     def _evaluate_leaves(self, n: int, parents: np.ndarray, actions: np.ndarray, params: K.Params) -> None:
         """Evaluate the ``n`` leaves the last step reserved (``self._paths``),
         reached from ``parents`` through ``actions``, and back them up."""
+        if self.pos is not None:
+            self._evaluate_leaf_rows(n, parents, actions, params)
+            return
         game, leaves, slot_of, timer = self.game, self._paths.leaf, self._paths.slot, self.timer
         t0 = time.perf_counter()
         apply, states = game.apply, self.states
@@ -394,6 +434,31 @@ class BatchedMCTS:
         if live_states:
             p, v, m = self._evaluate_states(live_states, live_slots)
             priors[live_idx], values[live_idx], masks[live_idx] = p, v, m
+            if timer is not None:
+                timer.lap("batching")
+        t1 = time.perf_counter()
+        K.expand_and_backup(self.tree, self._paths, params, n, terminal, values, priors, masks)
+        self.stats.tree_s += time.perf_counter() - t1
+        if timer is not None:
+            timer.lap("tree")
+
+    def _evaluate_leaf_rows(self, n: int, parents: np.ndarray, actions: np.ndarray, params: K.Params) -> None:
+        """:meth:`_evaluate_leaves` over rows: the leaves applied, checked and
+        evaluated as arrays."""
+        timer, leaves = self.timer, self._paths.leaf[:n]
+        t0 = time.perf_counter()
+        outcome = self.game.apply_rows(self.pos, parents, actions, leaves)
+        terminal = ~np.isnan(outcome)
+        values = np.where(terminal, outcome, np.float32(0.0))
+        live = np.flatnonzero(~terminal)
+        priors = np.zeros((n, self.game.num_actions), dtype=np.float32)
+        masks = np.zeros((n, self.game.num_actions), dtype=np.bool_)
+        self.stats.rules_s += time.perf_counter() - t0
+        if timer is not None:
+            timer.lap("rules")
+        if len(live):
+            p, v, m = self._evaluate_rows(leaves[live])
+            priors[live], values[live], masks[live] = p, v, m
             if timer is not None:
                 timer.lap("batching")
         t1 = time.perf_counter()
