@@ -15,7 +15,7 @@ from torch import nn
 
 from zeroloop.engine.games.base import Game, Rows, State
 from zeroloop.engine.nn.net import PolicyValueNet, ResNet
-from zeroloop.engine.nn.row_cache import RowCache
+from zeroloop.engine.nn.row_cache import RowCache, row_keys, scatter
 from zeroloop.engine.timing import PartTimer
 
 
@@ -381,7 +381,8 @@ class FixedBatchEvaluator:
         self.requested += n
         actions = game.num_actions
         out_p, out_v = np.empty((n, actions), np.float32), np.empty(n, np.float32)
-        query = np.stack([pos.me[rows], pos.opp[rows], (pos.last[rows] + 1) * 2 + (pos.ply[rows] & 1)], 1)
+        query = np.empty((n, 3), np.int64)
+        row_keys(*pos, rows, query)
         hits, m, compute_of, firsts = cache.lookup(query, out_p, out_v)
         self.hits += hits
         if timer is not None:
@@ -399,9 +400,7 @@ class FixedBatchEvaluator:
             k = len(chunk)
             new_p[start:start + k] = priors[:k]
             new_v[start:start + k] = np.asarray(values).reshape(-1)[:k]
-        new = np.flatnonzero(compute_of >= 0)
-        out_p[new] = new_p[compute_of[new]]
-        out_v[new] = new_v[compute_of[new]]
+        scatter(compute_of, new_p, new_v, out_p, out_v)
         if timer is not None:
             timer.lap("batching")
         cache.remember(query, firsts, m, new_p, new_v)

@@ -154,6 +154,26 @@ def remember(table, keys, links, ends, priors, values, query, firsts, m, new_p, 
         table[s] = e
 
 
+@njit(cache=True)
+def row_keys(me, opp, ply, last, rows, out):
+    """``out[i]``: the key of row ``rows[i]``: ``me``, ``opp``, and
+    ``(last + 1) * 2`` plus the side to move (``ply & 1``)."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        out[i, 0], out[i, 1], out[i, 2] = me[r], opp[r], (last[r] + 1) * 2 + (ply[r] & 1)
+
+
+@njit(cache=True)
+def scatter(compute_of, new_p, new_v, out_p, out_v):
+    """The computed answers to the queries that asked for them
+    (``compute_of[i]`` >= 0: row ``compute_of[i]`` of ``new_p``, ``new_v``)."""
+    for i in range(compute_of.shape[0]):
+        j = compute_of[i]
+        if j >= 0:
+            out_p[i] = new_p[j]
+            out_v[i] = new_v[j]
+
+
 def _pow2(n: int) -> int:
     return 1 << max(3, (max(n, 1) - 1).bit_length())
 

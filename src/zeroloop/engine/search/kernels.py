@@ -447,6 +447,34 @@ def select_leaves(tree, slots, searched, params, gumbel, paths):
 
 
 @njit(cache=True)
+def prune_forced(visits, q, prior, scale, forced_k, out):
+    """The loop of :func:`zeroloop.engine.search.tree.pruned_visits` (its
+    arithmetic in float64, as NumPy's there): ``out`` receives ``visits``
+    with the forced playouts taken back."""
+    actions = visits.shape[0]
+    total = 0.0
+    for a in range(actions):
+        out[a] = visits[a]
+        total += out[a]  # whole numbers: exact in any order
+    if total <= 0 or forced_k <= 0:
+        return
+    best = 0
+    for a in range(1, actions):
+        if out[a] > out[best]:
+            best = a
+    best_score = np.float64(q[best]) + scale * np.float64(prior[best]) / (1.0 + out[best])
+    for a in range(actions):
+        if a == best or out[a] <= 0:
+            continue
+        forced = np.sqrt(forced_k * np.float64(prior[a]) * total)
+        gap = best_score - np.float64(q[a])
+        # the fewest visits at which this move's PUCT score is no higher than the best move's
+        need = scale * np.float64(prior[a]) / gap - 1.0 if gap > 0 else np.inf
+        kept = min(out[a], max(out[a] - forced, np.ceil(need)))
+        out[a] = 0.0 if kept <= 1.0 else kept
+
+
+@njit(cache=True)
 def masked_priors(priors, masks):
     """``[B, A]`` float32 priors -> the same masked to the legal moves
     (``masks``) and normalised row by row, in float32, the sum added left to

@@ -76,21 +76,8 @@ def pruned_visits(visits: np.ndarray, q: np.ndarray, prior: np.ndarray, scale: f
     root's ``c(s) * sqrt(N)``, :func:`root_scale`) stays at most the most
     visited move's; a move left with a single visit is dropped. The visits
     the target is built from."""
-    out = visits.astype(np.float64).copy()
-    total = float(out.sum())
-    if total <= 0 or forced_k <= 0:
-        return out
-    best = int(out.argmax())
-    best_score = q[best] + scale * prior[best] / (1.0 + out[best])
-    for a in np.flatnonzero(out > 0):
-        if a == best:
-            continue
-        forced = np.sqrt(forced_k * prior[a] * total)
-        gap = best_score - q[a]
-        # the fewest visits at which this move's PUCT score is no higher than the best move's
-        need = scale * prior[a] / gap - 1.0 if gap > 0 else np.inf
-        kept = min(out[a], max(out[a] - forced, np.ceil(need)))
-        out[a] = 0.0 if kept <= 1.0 else kept
+    out = np.empty(len(visits), np.float64)
+    K.prune_forced(np.asarray(visits), np.asarray(q), np.asarray(prior), float(scale), float(forced_k), out)
     return out
 
 
@@ -256,11 +243,11 @@ class BatchedMCTS:
         sims = self.config.simulations if simulations is None else simulations
         if sims > self.cap - 1:
             raise ValueError(f"simulations={sims} exceeds this search's pool ({self.cap - 1})")
-        for g in slots_arr:
-            if not self._active[g]:
-                raise ValueError(f"slot {g} has no running game; call set_root first")
-            if self.slots.used[g] - g * self.cap + sims > self.cap:
-                self.set_root(int(g), self.root_state(int(g)))
+        idle = slots_arr[~self._active[slots_arr]]
+        if len(idle):
+            raise ValueError(f"slot {idle[0]} has no running game; call set_root first")
+        for g in slots_arr[self.slots.used[slots_arr] - slots_arr * self.cap + sims > self.cap].tolist():
+            self.set_root(g, self.root_state(g))  # no room left for this search: a fresh tree
         params = kernel_params(self.config, self_play=add_noise)
         if timer is not None:
             timer.lap("tree")
@@ -268,10 +255,9 @@ class BatchedMCTS:
         if params.gumbel:
             self._start_halving(slots_arr, sims, add_noise)
         elif add_noise and self.config.dirichlet_epsilon > 0:
-            for g in slots_arr:
-                if not self._noised[g]:
-                    self._add_noise(int(g))
-                    self._noised[g] = True
+            for g in slots_arr[~self._noised[slots_arr]].tolist():
+                self._add_noise(g)
+                self._noised[g] = True
         self.slots.remaining[slots_arr] = sims
         paths = self._paths
         while self.slots.remaining[slots_arr].sum() > 0:
@@ -449,18 +435,20 @@ class BatchedMCTS:
         t0 = time.perf_counter()
         outcome = self.game.apply_rows(self.pos, parents, actions, leaves)
         terminal = ~np.isnan(outcome)
-        values = np.where(terminal, outcome, np.float32(0.0))
         live = np.flatnonzero(~terminal)
-        priors = np.zeros((n, self.game.num_actions), dtype=np.float32)
-        masks = np.zeros((n, self.game.num_actions), dtype=np.bool_)
         self.stats.rules_s += time.perf_counter() - t0
         if timer is not None:
             timer.lap("rules")
-        if len(live):
-            p, v, m = self._evaluate_rows(leaves[live])
-            priors[live], values[live], masks[live] = p, v, m
-            if timer is not None:
-                timer.lap("batching")
+        if len(live) == n:  # no game ended: every leaf evaluated
+            priors, values, masks = self._evaluate_rows(leaves)
+        else:
+            values = np.where(terminal, outcome, np.float32(0.0))
+            priors = np.zeros((n, self.game.num_actions), dtype=np.float32)
+            masks = np.zeros((n, self.game.num_actions), dtype=np.bool_)
+            if len(live):
+                priors[live], values[live], masks[live] = self._evaluate_rows(leaves[live])
+        if timer is not None:
+            timer.lap("batching")
         t1 = time.perf_counter()
         K.expand_and_backup(self.tree, self._paths, params, n, terminal, values, priors, masks)
         self.stats.tree_s += time.perf_counter() - t1
