@@ -29,9 +29,9 @@ def visit_policy(visits: np.ndarray, temperature: float) -> np.ndarray:
 
 def choose_move(visits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
     """Sample a move from the visit policy at ``temperature`` (0: argmax)."""
-    pi = visit_policy(visits, temperature)
     if temperature == 0:
-        return int(pi.argmax())
+        return int(np.argmax(visits))  # the visit policy's one move, without building it
+    pi = visit_policy(visits, temperature)
     return int(rng.choice(len(pi), p=pi))
 
 
