@@ -328,9 +328,9 @@ class BatchedMCTS:
             return
         leaves = self.slots.root[fresh]
         if self.pos is None:
-            priors, values, masks = self._evaluate_states([self.states[r] for r in leaves], fresh)
+            priors, values, masks = self._evaluate([self.states[r] for r in leaves], fresh)
         else:
-            priors, values, masks = self._evaluate_rows(leaves)
+            priors, values, masks = self._evaluate(rows=leaves)
         t1 = time.perf_counter()
         paths = self._paths
         paths.leaf[: len(fresh)] = leaves
@@ -341,16 +341,21 @@ class BatchedMCTS:
         if self.timer is not None:
             self.timer.lap("tree")
 
-    def _evaluate_states(self, states: list[State], slots: Sequence[int]):
-        """Priors (masked, normalised), values and legal masks for live states
-        (``slots[i]``: the slot ``states[i]`` belongs to)."""
+    def _evaluate(self, states: list[State] | None = None, slots: Sequence[int] = (),
+                  rows: np.ndarray | None = None):
+        """Priors (masked, normalised), values and legal masks for live
+        positions: ``states`` (``slots[i]``: the slot ``states[i]`` belongs to),
+        or the rows ``rows`` of :attr:`pos`."""
         game, timer = self.game, self.timer
         t0 = time.perf_counter()
-        masks = self._legal_masks(states)
+        masks = self._legal_masks(states) if rows is None else game.legal_rows(self.pos, rows)
         if timer is not None:
             timer.lap("rules")
         t1 = time.perf_counter()
-        priors, values = self.evaluator(states)
+        if rows is None:
+            priors, values = self.evaluator(states)
+        else:
+            priors, values = self.evaluator.evaluate_rows(self.pos, rows)
         t2 = time.perf_counter()
         if timer is not None:  # what an evaluator given the timer did not charge itself
             timer.lap("network")
@@ -358,7 +363,7 @@ class BatchedMCTS:
         values = np.asarray(values, dtype=np.float32).reshape(-1)
         if timer is not None:
             timer.lap("batching")
-        if self.config.rollout_mix > 0:
+        if self.config.rollout_mix > 0:  # never over rows (see __init__)
             lam = self.config.rollout_mix
             z = np.array([random_rollout(game, s, self.slot_rng[g]) for s, g in zip(states, slots)],
                          np.float32)
@@ -367,28 +372,7 @@ class BatchedMCTS:
                 timer.lap("rules")
         self.stats.rules_s += (t1 - t0) + (time.perf_counter() - t2)
         self.stats.network_s += t2 - t1
-        self.stats.evaluations += len(states)
-        self.stats.calls += 1
-        return priors, values, masks
-
-    def _evaluate_rows(self, rows: np.ndarray):
-        """:meth:`_evaluate_states` of the positions in rows ``rows`` of :attr:`pos`."""
-        timer = self.timer
-        t0 = time.perf_counter()
-        masks = self.game.legal_rows(self.pos, rows)
-        if timer is not None:
-            timer.lap("rules")
-        t1 = time.perf_counter()
-        priors, values = self.evaluator.evaluate_rows(self.pos, rows)
-        t2 = time.perf_counter()
-        if timer is not None:
-            timer.lap("network")
-        priors = K.masked_priors(priors, masks)
-        if timer is not None:
-            timer.lap("batching")
-        self.stats.rules_s += (t1 - t0) + (time.perf_counter() - t2)
-        self.stats.network_s += t2 - t1
-        self.stats.evaluations += len(rows)
+        self.stats.evaluations += len(masks)
         self.stats.calls += 1
         return priors, values, masks
 
@@ -418,7 +402,7 @@ class BatchedMCTS:
         if timer is not None:
             timer.lap("rules")
         if live_states:
-            p, v, m = self._evaluate_states(live_states, live_slots)
+            p, v, m = self._evaluate(live_states, live_slots)
             priors[live_idx], values[live_idx], masks[live_idx] = p, v, m
             if timer is not None:
                 timer.lap("batching")
@@ -440,13 +424,13 @@ class BatchedMCTS:
         if timer is not None:
             timer.lap("rules")
         if len(live) == n:  # no game ended: every leaf evaluated
-            priors, values, masks = self._evaluate_rows(leaves)
+            priors, values, masks = self._evaluate(rows=leaves)
         else:
             values = np.where(terminal, outcome, np.float32(0.0))
             priors = np.zeros((n, self.game.num_actions), dtype=np.float32)
             masks = np.zeros((n, self.game.num_actions), dtype=np.bool_)
             if len(live):
-                priors[live], values[live], masks[live] = self._evaluate_rows(leaves[live])
+                priors[live], values[live], masks[live] = self._evaluate(rows=leaves[live])
         if timer is not None:
             timer.lap("batching")
         t1 = time.perf_counter()
