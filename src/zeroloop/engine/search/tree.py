@@ -406,11 +406,7 @@ class BatchedMCTS:
             priors[live_idx], values[live_idx], masks[live_idx] = p, v, m
             if timer is not None:
                 timer.lap("batching")
-        t1 = time.perf_counter()
-        K.expand_and_backup(self.tree, self._paths, params, n, terminal, values, priors, masks)
-        self.stats.tree_s += time.perf_counter() - t1
-        if timer is not None:
-            timer.lap("tree")
+        self._expand(n, params, terminal, values, priors, masks)
 
     def _evaluate_leaf_rows(self, n: int, parents: np.ndarray, actions: np.ndarray, params: K.Params) -> None:
         """:meth:`_evaluate_leaves` over rows: the leaves applied, checked and
@@ -433,11 +429,16 @@ class BatchedMCTS:
                 priors[live], values[live], masks[live] = self._evaluate(rows=leaves[live])
         if timer is not None:
             timer.lap("batching")
+        self._expand(n, params, terminal, values, priors, masks)
+
+    def _expand(self, n: int, params: K.Params, terminal: np.ndarray, values: np.ndarray, priors: np.ndarray,
+                masks: np.ndarray) -> None:
+        """Store the ``n`` leaves' evaluations and back their values up."""
         t1 = time.perf_counter()
         K.expand_and_backup(self.tree, self._paths, params, n, terminal, values, priors, masks)
         self.stats.tree_s += time.perf_counter() - t1
-        if timer is not None:
-            timer.lap("tree")
+        if self.timer is not None:
+            self.timer.lap("tree")
 
     def _add_noise(self, slot: int) -> None:
         root, prior = self.slots.root[slot], self.tree.prior
