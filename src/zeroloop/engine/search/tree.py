@@ -180,8 +180,9 @@ class BatchedMCTS:
         self.slots.root[slot] = root
         self.slots.used[slot] = root + 1
         K.clear_row(self.tree, root)
-        self.states[root] = state
-        if self.pos is not None:
+        if self.pos is None:
+            self.states[root] = state
+        else:
             self.pos.put(root, state)
         self._noised[slot] = False
         self._active[slot] = True
