@@ -38,6 +38,9 @@ class ConnectFour(DigitNotation, KInARowGame):
         # this table (row 128: a finished game, no move)
         assert self._top_bits == [1 << c for c in range(self.cols)]
         assert self.stride == 8 and self._line_shifts == ((1, 2), (8, 16), (9, 18), (7, 14))  # apply's
+        # the row kernels' own copy of this layout (numba reads module constants)
+        assert kernels.COLUMN.tolist() == self._column_mask and kernels.BOTTOM.tolist() == self._bottom_bits
+        assert kernels.BOARD == self.board_bits and kernels.CELL_BIT.tolist() == self.bit_of_cell.tolist()
         top = np.arange(1 << self.cols)[:, None] >> np.arange(self.cols) & 1
         self._legal_table = np.concatenate([top == 0, np.zeros((1, self.cols), bool)])
         self._legal_table.flags.writeable = False
