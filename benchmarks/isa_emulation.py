@@ -79,9 +79,21 @@ def native_library(package: Path) -> Path:
     return found[0]
 
 
+#: sha256 of a library's bytes -> its xgetbv offsets: disassembling ONNX Runtime takes 10 s and more
+_FOUND: dict[str, list[int]] = {}
+
+
 def xgetbv_offsets(library: Path) -> list[int]:
     """File offsets of every ``xgetbv`` instruction in ``library``, found by
-    disassembling it (addresses mapped to offsets through its section table)."""
+    disassembling it (addresses mapped to offsets through its section table);
+    the same bytes are disassembled once per process."""
+    key = hashlib.sha256(library.read_bytes()).hexdigest()
+    if key not in _FOUND:
+        _FOUND[key] = _disassembled_xgetbv_offsets(library)
+    return list(_FOUND[key])
+
+
+def _disassembled_xgetbv_offsets(library: Path) -> list[int]:
     objdump = shutil.which("objdump")
     if objdump is None:
         raise ValueError("emulating AVX2 for ONNX Runtime needs objdump (Debian: apt-get install binutils)")

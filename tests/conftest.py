@@ -1,11 +1,12 @@
 import pytest
 
-#: Modules whose module-scoped fixture starts a cluster or a server: their tests
-#: stay in one pytest-xdist worker (``--dist loadgroup``), which starts it once.
+#: Modules whose module-scoped fixture starts a cluster or a server, or runs
+#: stages that several tests then read: their tests stay in one pytest-xdist
+#: worker (``--dist loadgroup``), which does that once.
 #: The two that start Ray clusters and kill their nodes share one worker: two
 #: clusters at once on two cores starve each other's health checks.
 _ONE_WORKER = {"test_cluster": "ray", "test_ray_nodes": "ray", "test_team_servers": "team_servers",
-               "test_server_limits": "server_limits"}
+               "test_server_limits": "server_limits", "test_tracking": "tracking"}
 #: ... except, in these modules, the tests that use none of the shared servers: they
 #: go wherever a worker is free (the team-server module's group was a 15-minute pole).
 _SHARED = {"test_team_servers": {"postgres", "pg_mlflow", "auth_server"}}

@@ -92,20 +92,22 @@ def digests(root: Path, pattern: str) -> dict[str, str]:
             for p in sorted(root.glob(pattern))}
 
 
+def chain_results(root: Path) -> tuple:
+    """Generation 1's self-play shards, gate result and models: what two backends must agree on."""
+    gate = json.loads((root / "reports/generations/gen_1/gate.json").read_text())
+    return (digests(root, "data/gen_1/shard_*.zls"), (gate["wins"], gate["draws"], gate["losses"],
+            gate["accepted"]), digests(root, "models/generations/gen_1/*.pt"))
+
+
 @pytest.mark.slow
-def test_ray_backend_gives_the_local_backends_shards_gates_and_champion(tmp_path, ray_head, mlflow_db):
-    results = {}
-    for backend in ("local", "ray"):
-        root = tmp_path / backend
-        runtime = {"workers": 2, "backend": backend, "ray_address": ray_head if backend == "ray" else ""}
-        write_params(root, {**TINY, "runtime": runtime})
-        shutil.copy(mlflow_db, root / "mlflow.db")
-        run_chain(root, clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}"), gens=1)
-        gate = json.loads((root / "reports/generations/gen_1/gate.json").read_text())
-        results[backend] = (digests(root, "data/gen_1/shard_*.zls"),
-                            (gate["wins"], gate["draws"], gate["losses"], gate["accepted"]),
-                            digests(root, "models/generations/gen_1/*.pt"))
-    local, ray = results["local"], results["ray"]
+def test_ray_backend_gives_the_local_backends_shards_gates_and_champion(tmp_path, ray_head, mlflow_db,
+                                                                        local_chain):
+    root = tmp_path / "ray"
+    # the local chain's params but the backend (and the experiment: neither decides a game)
+    write_params(root, {**TINY, "runtime": {"workers": 2, "backend": "ray", "ray_address": ray_head}})
+    shutil.copy(mlflow_db, root / "mlflow.db")
+    run_chain(root, clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}"), gens=1)
+    local, ray = chain_results(local_chain["root"]), chain_results(root)
     assert len(local[0]) == 4 and len(local[2]) == 2  # 4 shards; candidate and best
     assert ray[0] == local[0], "self-play shards differ between the backends"
     assert ray[1] == local[1], "gate results differ between the backends"
@@ -164,14 +166,13 @@ def test_a_ray_worker_killed_mid_selfplay_is_retried_and_the_shards_are_unchange
     assert len(killed) == 10 and killed == calm
 
 
-@pytest.fixture
-def mlflow_server(tmp_path, mlflow_db):
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory, mlflow_template_db):
     """A real MLflow tracking server on 127.0.0.1: a database backend (sqlite
     here, PostgreSQL for a team) and artifacts proxied to its own folder."""
     port = free_port()
-    store = tmp_path / "server"
-    store.mkdir()
-    shutil.copy(mlflow_db, store / "mlflow.db")
+    store = tmp_path_factory.mktemp("server")
+    shutil.copy(mlflow_template_db, store / "mlflow.db")
     server = subprocess.Popen([str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
                                "--workers", "1", "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}",
                                "--artifacts-destination", str(store / "artifacts")],
@@ -199,10 +200,13 @@ def mlflow_server(tmp_path, mlflow_db):
         server.wait(timeout=30)
 
 
-@pytest.mark.slow
-def test_the_pipeline_logs_to_a_tracking_server_with_commit_and_proxied_artifacts(tmp_path, mlflow_server):
+@pytest.fixture(scope="module")
+def local_chain(tmp_path_factory, mlflow_server) -> dict:
+    """One generation's stages on the local backend (two worker processes) in a
+    git repository, logging to the tracking server: what the server test
+    reads, and what the Ray backend must reproduce byte for byte."""
     url, store = mlflow_server
-    root = tmp_path / "repo"
+    root = tmp_path_factory.mktemp("local") / "repo"
     write_params(root, {**TINY, "mlflow": {"experiment": "team"}})
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
@@ -210,9 +214,13 @@ def test_the_pipeline_logs_to_a_tracking_server_with_commit_and_proxied_artifact
     subprocess.run([*git, "commit", "-qm", "params"], cwd=root, check=True)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                             text=True).stdout.strip()
-
     run_chain(root, clean_env(MLFLOW_TRACKING_URI=url), gens=1)
+    return {"root": root, "commit": commit, "url": url, "store": store}
 
+
+@pytest.mark.slow
+def test_the_pipeline_logs_to_a_tracking_server_with_commit_and_proxied_artifacts(local_chain):
+    root, commit, url, store = (local_chain[k] for k in ("root", "commit", "url", "store"))
     assert not (root / "mlflow.db").exists() and not (root / "mlartifacts").exists()  # all went to the server
     from mlflow.tracking import MlflowClient
 

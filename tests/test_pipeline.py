@@ -30,7 +30,7 @@ TINY = {
     # one generation covers every stage; how generations chain in DVC's graph is
     # test_generations_chain_in_dvcs_graph's (an end-to-end generation costs ~25 s)
     "generations": {"1": {"prev": 0}},
-    "runtime": {"workers": 2},
+    "runtime": {"workers": 1},
     "mlflow": {"experiment": "e2e"},
 }
 

@@ -3,6 +3,7 @@ stage runs, a generation's run is completed from report files DVC restored
 without running their stages, and a training rerun replaces its curves."""
 
 import os
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -19,23 +20,42 @@ TINY = {"game": "tictactoe", "net": {"blocks": 1, "channels": 8, "value_hidden":
         "generations": {"1": {"prev": 0}}, "mlflow": {"experiment": "mirror"}}
 
 
-@pytest.fixture
-def stages(tmp_path, mlflow_db):
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
-
-    def write(**changes):
-        data = parse_params({**TINY, **changes}).to_yaml_data()
-        (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
+def _stage_runner(root, db):
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}"}
 
     def run(*args):
-        out = subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=tmp_path, env=env,
+        out = subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=root, env=env,
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr[-3000:]
         return out
 
-    client = MlflowClient(f"sqlite:///{mlflow_db}")
-    write()
-    return write, run, client
+    return run
+
+
+def _write_params(root, **changes):
+    data = parse_params({**TINY, **changes}).to_yaml_data()
+    (root / "params.yaml").write_text(yaml.safe_dump(data))
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory, mlflow_template_db):
+    """``init`` and generation 1's self-play, run once for the module: (the
+    folder, with its store as mlflow.db, and what self-play printed)."""
+    root = tmp_path_factory.mktemp("played")
+    shutil.copy(mlflow_template_db, root / "mlflow.db")
+    _write_params(root)
+    run = _stage_runner(root, root / "mlflow.db")
+    run("init")
+    return root, run("selfplay", "--gen", "1", "--prev", "0").stderr
+
+
+@pytest.fixture
+def stages(tmp_path, played):
+    """A copy of the played folder and its store: (write params, run a stage, a client)."""
+    root = tmp_path / "repo"
+    shutil.copytree(played[0], root)
+    return (lambda **changes: _write_params(root, **changes), _stage_runner(root, root / "mlflow.db"),
+            MlflowClient(f"sqlite:///{root / 'mlflow.db'}"))
 
 
 def _runs(client):
@@ -47,18 +67,14 @@ def _runs(client):
 
 
 def test_a_pipeline_that_stops_early_leaves_no_parent_running(stages):
-    _, run, client = stages
-    run("init")
-    run("selfplay", "--gen", "1", "--prev", "0")
+    _, run, client = stages  # init and self-play ran; training did not
     parents, gens = _runs(client)
     assert [p.info.status for p in parents] == ["FINISHED"]
     assert [g.info.status for g in gens] == ["FINISHED"]
 
 
 def test_a_new_configuration_gets_the_metrics_of_cached_upstream_stages(stages):
-    write, run, client = stages
-    run("init")
-    run("selfplay", "--gen", "1", "--prev", "0")
+    write, run, client = stages  # init and self-play ran
     # as `dvc exp run -S train.lr=...`: another configuration whose self-play is cached
     write(train={"epochs": 2, "batch_size": 16, "lr": 0.005})
     run("train", "--gen", "1", "--prev", "0")
@@ -71,12 +87,11 @@ def test_a_new_configuration_gets_the_metrics_of_cached_upstream_stages(stages):
     assert {"selfplay/games", "selfplay/positions", "train/samples", "train/loss_epoch"} <= logged
 
 
-def test_a_training_rerun_replaces_its_loss_curves(stages):
+def test_a_training_rerun_replaces_its_loss_curves(stages, played):
     from zeroloop.engine.nn.machine import describe
 
-    _, run, client = stages
-    run("init")
-    said = run("selfplay", "--gen", "1", "--prev", "0").stderr
+    _, run, client = stages  # init and self-play ran
+    said = played[1]
     here = describe("auto", "auto")  # the machine, and what precision auto resolves to on it
     assert f"network {here['precision']} (precision auto) on cpu: {here['cpu']}, {here['cores']} cores" \
         in said

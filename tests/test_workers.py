@@ -114,3 +114,29 @@ def test_stages_and_workers_skip_the_collection_at_exit():
     plain = subprocess.run([sys.executable, "-c", code.format(call="pass")], capture_output=True, text=True,
                            timeout=120)
     assert "frozen 0" in plain.stderr  # the check can fail
+
+
+def _pid_task(task, tick):
+    if task == "fail":
+        raise ValueError("this task fails")
+    return os.getpid()
+
+
+def test_calls_inside_keep_workers_share_their_worker_processes():
+    """A study's rounds and a stage's matches reuse one set of worker processes
+    (each costs seconds of imports); a call that failed leaves no half-used
+    worker to the next, and none outlives the block."""
+    from zeroloop.pipeline.runtime.workers import keep_workers, run_tasks
+
+    def pids(tasks) -> set[int]:
+        return set(run_tasks(_pid_task, tasks, workers=2, progress=False))
+
+    with keep_workers():
+        kept = pids(range(4)) | pids(range(6)) | pids(range(3))
+        assert len(kept) <= 2 and os.getpid() not in kept
+        with pytest.raises(ValueError, match="this task fails"):
+            run_tasks(_pid_task, [0, "fail", 1], workers=2, progress=False)
+        after = pids(range(4))
+        assert not after & kept
+    time.sleep(0.5)
+    assert not [p for p in kept | after if _alive(p)]

@@ -17,9 +17,10 @@ import multiprocessing as mp
 import os
 import queue as queue_mod
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from contextlib import contextmanager
 from typing import Any
 
 from tqdm import tqdm
@@ -163,15 +164,91 @@ def default_workers() -> int:
     return local_cores()
 
 
+class _KeptPool:
+    """The process pool :func:`keep_workers` holds, lent to one :func:`run_tasks`
+    call: closing it leaves the workers running for the next call; a pool that
+    lost a worker or was stopped is dropped, so the next call starts afresh."""
+
+    def __init__(self, pool: ProcessPool) -> None:
+        self.pool = pool
+        self.workers = pool.workers
+        pool.drain(0.0)  # a tick the last call's final task sent after its result: not this call's
+
+    def submit(self, fn: Callable[[T, Tick], R], task: T) -> Future:
+        return self.pool.submit(fn, task)
+
+    def drain(self, timeout: float = 0.2) -> int:
+        return self.pool.drain(timeout)
+
+    def parts(self) -> list:
+        return []
+
+    def lost(self, exc: BaseException) -> bool:
+        if self.pool.lost(exc):
+            _drop_kept()
+            return True
+        return False
+
+    def terminate(self) -> None:
+        _drop_kept(terminate=True)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> _KeptPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if exc[0] is not None and _kept["pool"] is self.pool:  # a task failed: its worker may be broken
+            _drop_kept(terminate=True)
+
+
+#: ``keeping``: inside :func:`keep_workers`; ``pool``: the process pool kept there, once one was needed.
+_kept: dict[str, Any] = {"keeping": False, "pool": None}
+
+
+def _drop_kept(terminate: bool = False) -> None:
+    pool, _kept["pool"] = _kept["pool"], None
+    if pool is not None:
+        pool.terminate() if terminate else pool.close()
+
+
+@contextmanager
+def keep_workers() -> Iterator[None]:
+    """Inside, :func:`run_tasks` calls on the local backend share one set of
+    worker processes instead of starting their own: a tuning study's rounds
+    and trials, a stage's several matches. A worker process costs seconds of
+    imports (torch, numba's kernels) before its first game. Nested uses share
+    the outer one; results never depend on which worker ran a task."""
+    if _kept["keeping"]:
+        yield
+        return
+    _kept["keeping"] = True
+    try:
+        yield
+    finally:
+        _kept["keeping"] = False
+        _drop_kept()
+
+
 def make_pool(workers: int | None, tasks: int) -> TaskPool:
     """A pool of ``workers`` (0/None: one per core) on the current backend; on
-    the local one, the inline pool when only one worker would be busy."""
+    the local one, the inline pool when only one worker would be busy, and
+    inside :func:`keep_workers` the kept processes (started on first need,
+    restarted larger when a call wants more)."""
     n = min(workers or default_workers(), max(tasks, 1))
     if current_backend().kind == "ray":
         from zeroloop.pipeline.runtime.raypool import RayPool
 
         return RayPool(n, current_backend())
-    return InlinePool() if n <= 1 else ProcessPool(n)
+    if n <= 1:
+        return InlinePool()
+    if not _kept["keeping"]:
+        return ProcessPool(n)
+    if _kept["pool"] is None or _kept["pool"].workers < n:
+        _drop_kept()
+        _kept["pool"] = ProcessPool(n)
+    return _KeptPool(_kept["pool"])
 
 
 def run_tasks(fn: Callable[[T, Tick], R], tasks: Sequence[T], *, workers: int | None = None,

@@ -12,6 +12,7 @@ from zeroloop.pipeline.data.storage import DamagedFileError
 from zeroloop.pipeline.params import Params, ParamsError, load_params
 from zeroloop.pipeline.runtime.backend import WorkerLost, use_backend
 from zeroloop.pipeline.runtime.process import setup_process
+from zeroloop.pipeline.runtime.workers import keep_workers
 
 PARAMS_FILE = "params.yaml"
 
@@ -59,7 +60,8 @@ def run_stage(name: str, body: Callable[[Params], None], params_file: str = PARA
 
             check_tracking()
             prefetch_client()
-        body(params)
+        with keep_workers():  # the stage's matches and measurements share one set of workers
+            body(params)
     except (ParamsError, DamagedFileError, FileNotFoundError, ValueError, WorkerLost) as exc:
         if os.environ.get("ZEROLOOP_DEBUG"):
             raise

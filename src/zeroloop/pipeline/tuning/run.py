@@ -116,6 +116,7 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
     from zeroloop.pipeline.params import load_params
     from zeroloop.pipeline.runtime.backend import use_backend
     from zeroloop.pipeline.runtime.process import quiet_libraries
+    from zeroloop.pipeline.runtime.workers import keep_workers
     from zeroloop.pipeline.tracking.store import check_tracking
     from zeroloop.pipeline.tuning.heartbeat import heartbeat_interval
     from zeroloop.pipeline.tuning.objectives import TrialSettings, clipped_defaults, default_settings
@@ -147,45 +148,47 @@ def tune(params_file: str, *, objective: str, trials: int, storage: str, study_n
                                 {"objective": objective, "model": model or "", "seed": seed})
     fail_lost_trials(tracker, study_name, storage, log)  # before the backfill: it ends their runs
     backfill_trial_runs(tracker, study_name, storage, log)
-    try:
-        if jobs > 1:
-            import optuna
+    # one set of worker processes for every trial's rounds and the confirmation, not one per match
+    with keep_workers():
+        try:
+            if jobs > 1:
+                import optuna
 
-            parallel_search_study(params_file, model=model, trials=trials, study_name=study_name,
-                                  storage=storage, seed=seed, jobs=jobs, objective=objective,
-                                  timeout=timeout)
-            study = optuna.load_study(study_name=study_name, storage=open_storage(storage))
-        else:
-            study = run_search_study(params, model=model, trials=trials, study_name=study_name,
-                                     storage=storage, seed=seed, workers=workers, tracker=tracker,
-                                     objective=objective, timeout=timeout)
-    except KeyboardInterrupt:
-        tracker.interrupted()
-        raise
-    fail_lost_trials(tracker, study_name, storage, log)  # those whose grace ran out meanwhile
-    trials_now = study.get_trials()
-    states = [t.state.name for t in trials_now]
-    running = [t.number for t in trials_now if t.state.name == "RUNNING"]
-    if running:
-        from zeroloop.pipeline.tuning.study import storage_grace
+                parallel_search_study(params_file, model=model, trials=trials, study_name=study_name,
+                                      storage=storage, seed=seed, jobs=jobs, objective=objective,
+                                      timeout=timeout)
+                study = optuna.load_study(study_name=study_name, storage=open_storage(storage))
+            else:
+                study = run_search_study(params, model=model, trials=trials, study_name=study_name,
+                                         storage=storage, seed=seed, workers=workers, tracker=tracker,
+                                         objective=objective, timeout=timeout)
+        except KeyboardInterrupt:
+            tracker.interrupted()
+            raise
+        fail_lost_trials(tracker, study_name, storage, log)  # those whose grace ran out meanwhile
+        trials_now = study.get_trials()
+        states = [t.state.name for t in trials_now]
+        running = [t.number for t in trials_now if t.state.name == "RUNNING"]
+        if running:
+            from zeroloop.pipeline.tuning.study import storage_grace
 
-        log(f"trials {', '.join(map(str, running))}: RUNNING in another process, or in one that stopped "
-            f"less than {storage_grace(storage)} s ago (the study's next run fails those)")
-    best = None
-    if "COMPLETE" in states:
-        confirmed = None
-        top = study.best_trial
-        if objective == "search" and params.tune.confirm_games and not top.user_attrs.get("default"):
-            keys = {k: top.params[k] for k in ("c_puct", "temperature", "temperature_moves")}
-            default = next((t for t in study.trials if t.user_attrs.get("default")), None)
-            base = ({k: default.params[k] for k in keys} if default is not None
-                    else default_settings(params, "search").as_params())
-            try:
-                confirmed = confirm_gain(params, model, TrialSettings(**keys), TrialSettings(**base),
-                                         seed=seed, workers=workers)
-            except KeyboardInterrupt:
-                log("confirmation interrupted; writing the study's result without it")
-        best = best_params_yaml(study, out_dir / "best_params.yaml", confirmed)
+            log(f"trials {', '.join(map(str, running))}: RUNNING in another process, or in one that stopped "
+                f"less than {storage_grace(storage)} s ago (the study's next run fails those)")
+        best = None
+        if "COMPLETE" in states:
+            confirmed = None
+            top = study.best_trial
+            if objective == "search" and params.tune.confirm_games and not top.user_attrs.get("default"):
+                keys = {k: top.params[k] for k in ("c_puct", "temperature", "temperature_moves")}
+                default = next((t for t in study.trials if t.user_attrs.get("default")), None)
+                base = ({k: default.params[k] for k in keys} if default is not None
+                        else default_settings(params, "search").as_params())
+                try:
+                    confirmed = confirm_gain(params, model, TrialSettings(**keys), TrialSettings(**base),
+                                             seed=seed, workers=workers)
+                except KeyboardInterrupt:
+                    log("confirmation interrupted; writing the study's result without it")
+            best = best_params_yaml(study, out_dir / "best_params.yaml", confirmed)
     plots = save_plots(study, out_dir)
     tracker.finish(best, plots + ([out_dir / "best_params.yaml"] if best else []))
     return {"study": study_name, "storage": storage, "trials": len(states),

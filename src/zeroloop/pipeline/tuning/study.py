@@ -420,6 +420,7 @@ def _study_job(params_file: str, model: str | None, trials: int, study_name: str
     from zeroloop.pipeline.params import load_params
     from zeroloop.pipeline.runtime.backend import use_backend
     from zeroloop.pipeline.runtime.process import setup_process
+    from zeroloop.pipeline.runtime.workers import keep_workers
     from zeroloop.pipeline.tuning.tracker import StudyTracker
 
     setup_process()
@@ -427,6 +428,7 @@ def _study_job(params_file: str, model: str | None, trials: int, study_name: str
         use_backend(backend)
     params = load_params(params_file)
     tracker = StudyTracker.open(params, study_name, storage, {"objective": objective})
-    run_search_study(params, model=model, trials=trials, study_name=study_name, storage=storage,
-                     seed=seed, workers=workers, tracker=tracker, objective=objective, progress=False,
-                     sampler_seed=sampler_seed, timeout=timeout)
+    with keep_workers():  # one set of worker processes for all this job's trials
+        run_search_study(params, model=model, trials=trials, study_name=study_name, storage=storage,
+                         seed=seed, workers=workers, tracker=tracker, objective=objective, progress=False,
+                         sampler_seed=sampler_seed, timeout=timeout)
