@@ -134,6 +134,16 @@ def test_calls_inside_keep_workers_share_their_worker_processes():
     with keep_workers():
         kept = pids(range(4)) | pids(range(6)) | pids(range(3))
         assert len(kept) <= 2 and os.getpid() not in kept
+        # a stage's clock counts the workers it keeps running, not only those it joined
+        import psutil
+
+        from zeroloop.pipeline.runtime.process import process_clock
+
+        mine = psutil.Process().cpu_times()
+        workers = sum(sum(psutil.Process(p).cpu_times()[:2]) for p in kept)
+        assert workers > 0.5  # each imported torch at least
+        own = mine.user + mine.system + mine.children_user + mine.children_system
+        assert process_clock()["stage_cpu_s"] >= own + workers - 0.2  # rounded to 0.1
         with pytest.raises(ValueError, match="this task fails"):
             run_tasks(_pid_task, [0, "fail", 1], workers=2, progress=False)
         after = pids(range(4))

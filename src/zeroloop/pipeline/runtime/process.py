@@ -55,8 +55,9 @@ def setup_process() -> None:
 
 def process_clock() -> dict[str, float]:
     """Seconds since this process started (interpreter start-up and imports
-    included) and the CPU seconds it and its finished children (worker
-    processes that have been joined) have used: what a stage has cost so far."""
+    included) and the CPU seconds it and its children have used: the finished
+    ones (joined worker processes) and the running ones (the workers a stage
+    keeps for its next matches): what a stage has cost so far."""
     import time
 
     import psutil
@@ -64,6 +65,12 @@ def process_clock() -> dict[str, float]:
     me = psutil.Process()
     cpu = me.cpu_times()
     used = cpu.user + cpu.system + cpu.children_user + cpu.children_system
+    for child in me.children(recursive=True):
+        try:
+            times = child.cpu_times()
+        except psutil.Error:  # ended meanwhile: counted in children_* once joined, or lost with it
+            continue
+        used += times.user + times.system + times.children_user + times.children_system
     return {"stage_wall_s": round(time.time() - me.create_time(), 1), "stage_cpu_s": round(used, 1)}
 
 
