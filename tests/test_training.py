@@ -320,3 +320,53 @@ def test_each_kind_of_net_learns_through_the_real_lightning_fit(tictactoe_data, 
     assert after < before - 0.1, (before, after)
     assert math.isfinite(losses["train/loss_epoch"])
     assert not net.training and all(t.is_contiguous() for t in net.state_dict().values())
+
+
+def test_the_soft_policy_target_and_its_term_by_hand():
+    """KataGo's soft target: pi^(1/4) renormalised, unvisited moves at zero; the
+    soft head's cross-entropy joins the loss weighted 8."""
+    from zeroloop.pipeline.training.module import SOFT_POLICY_WEIGHT, soft_policy_target
+
+    pi = torch.tensor([[0.0625, 0.9375, 0.0], [1.0, 0.0, 0.0]])
+    soft = soft_policy_target(pi)
+    a, b = 0.0625 ** 0.25, 0.9375 ** 0.25  # 0.5 and 0.984
+    assert soft[0].tolist() == pytest.approx([a / (a + b), b / (a + b), 0.0])
+    assert soft[1].tolist() == [1.0, 0.0, 0.0]
+    logits, value, z = torch.zeros(2, 3), torch.zeros(2), torch.zeros(2)
+    soft_logits = torch.tensor([[0.0, math.log(2.0), 0.0], [0.0, 0.0, 0.0]])  # (1/4, 1/2, 1/4), uniform
+    plain = alphazero_loss(logits, value, pi, z, [], 0.0)
+    out = alphazero_loss(logits, value, pi, z, [], 0.0, soft_logits)
+    term = (-(soft[0, 0] * math.log(0.25) + soft[0, 1] * math.log(0.5)) + math.log(3.0)) / 2
+    assert SOFT_POLICY_WEIGHT == 8.0 and "soft_policy_loss" not in plain
+    assert out["soft_policy_loss"].item() == pytest.approx(term.item(), rel=1e-6)
+    assert out["loss"].item() == pytest.approx(plain["loss"].item() + 8.0 * term.item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("config", [NetConfig(blocks=1, channels=16, value_hidden=16, soft_policy=True),
+                                    NetConfig(kind="mlp", hidden=64, layers=2, value_hidden=16,
+                                              soft_policy=True)],
+                         ids=lambda c: c.kind)
+def test_a_soft_policy_head_learns_through_the_real_lightning_fit(tictactoe_data, config):
+    """The soft head trains with the rest (its loss falls and is reported);
+    the search reads the same two outputs as from any net."""
+    from zeroloop.pipeline.training.module import soft_policy_target
+
+    game, data = tictactoe_data
+    torch.manual_seed(0)
+    net = PolicyValueNet.for_game(game, config)
+
+    def soft_loss():
+        net.eval()
+        with torch.no_grad():
+            _, _, soft = net.forward_with_soft_policy(torch.from_numpy(data.planes))
+        target = soft_policy_target(torch.from_numpy(data.policy))
+        return -(target * torch.log_softmax(soft, 1)).sum(1).mean().item()
+
+    before = soft_loss()
+    losses = fit_network(net, game, data, TrainConfig(epochs=6, lr=3e-3, batch_size=32), seed=0,
+                         device="cpu", progress=False)
+    assert soft_loss() < before - 0.1
+    assert math.isfinite(losses["train/soft_policy_loss_epoch"])
+    with torch.no_grad():
+        outputs = net(torch.from_numpy(data.planes[:3]))
+    assert len(outputs) == 2
