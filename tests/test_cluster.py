@@ -18,7 +18,7 @@ import psutil
 import pytest
 import yaml
 
-from services import NO_JOB_RUNNER, free_port, kill_all, ray_processes
+from services import MlflowServer, free_port, kill_all, ray_processes
 from zeroloop.pipeline.params import parse_params
 
 BIN = Path(sys.executable).parent
@@ -170,34 +170,13 @@ def test_a_ray_worker_killed_mid_selfplay_is_retried_and_the_shards_are_unchange
 def mlflow_server(tmp_path_factory, mlflow_template_db):
     """A real MLflow tracking server on 127.0.0.1: a database backend (sqlite
     here, PostgreSQL for a team) and artifacts proxied to its own folder."""
-    port = free_port()
     store = tmp_path_factory.mktemp("server")
     shutil.copy(mlflow_template_db, store / "mlflow.db")
-    server = subprocess.Popen([str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
-                               "--workers", "1", "--backend-store-uri", f"sqlite:///{store / 'mlflow.db'}",
-                               "--artifacts-destination", str(store / "artifacts")],
-                              env=clean_env(MLFLOW_SERVER_ENABLE_JOB_EXECUTION=NO_JOB_RUNNER),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    import urllib.request
-
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/health", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except OSError:
-            pass
-        assert server.poll() is None and time.time() < deadline, \
-            f"no MLflow server: {server.stderr.read()[-2000:]}"
-        time.sleep(0.5)
+    server = MlflowServer(f"sqlite:///{store / 'mlflow.db'}", store / "artifacts", workdir=store)
     try:
-        yield url, store
+        yield server.url, store
     finally:
-        os.killpg(server.pid, signal.SIGKILL)  # the server and its workers
-        server.wait(timeout=30)
+        server.close()
 
 
 @pytest.fixture(scope="module")

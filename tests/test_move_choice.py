@@ -100,6 +100,14 @@ def test_chosen_moves_follow_the_schedule_and_each_rows_generator():
     assert a[0] == b[0]
     with pytest.raises(ValueError, match="needs a random generator"):
         chosen_moves(res, [0, 0], hot)
-    gumbel = SearchResult(visits, visits, np.zeros(2, np.float32), visits, visits, np.array([2, 0]))
-    assert chosen_moves(gumbel, [0, 0], hot) == [2, 0]
+    # Gumbel: the halving's winner past the schedule (and in matches), before it a draw from the
+    # improved policy, not from the visits
+    improved = np.array([[0.0, 0.1, 0.9], [0.7, 0.3, 0.0]], np.float32)
+    gumbel = SearchResult(visits, visits, np.zeros(2, np.float32), visits, improved, np.array([2, 0]))
+    assert chosen_moves(gumbel, [5, 9], hot) == chosen_moves(gumbel, [0, 0]) == [2, 0]
+    draws = np.array([chosen_moves(gumbel, [0, 0], hot, np.random.default_rng(s)) for s in range(400)])
+    assert set(draws[:, 0]) == {1, 2} and set(draws[:, 1]) == {0, 1}  # row 1: move 0, never visited
+    assert abs((draws[:, 0] == 2).mean() - 0.9) < 0.06 and abs((draws[:, 1] == 0).mean() - 0.7) < 0.08
+    with pytest.raises(ValueError, match="needs a random generator"):
+        chosen_moves(gumbel, [0, 0], hot)
     assert GREEDY.temperature_at(0) == 0.0

@@ -191,7 +191,11 @@ def run_selfplay(name: str, rows: bool = False) -> list[list[int]]:
     game = make_game(game_name)
     seeds = [np.random.SeedSequence([3, k]) for k in range(games)]
     full, fast = cap or (1.0, 16)
-    play = SelfplayConfig(temperature=1.0, temperature_moves=6, full_search_probability=full,
+    # Gumbel's golden games play the halving's winner at every ply, as all Gumbel self-play did
+    # when they were made; since, moves within temperature_moves are drawn from the improved policy
+    # (test_move_choice), so temperature_moves 0 keeps the winner throughout
+    hot = 0 if cfg.get("algorithm") == "gumbel" else 6
+    play = SelfplayConfig(temperature=1.0, temperature_moves=hot, full_search_probability=full,
                           fast_simulations=fast)
     records = play_selfplay_games(game, _evaluator(game, rows), _config(cfg), play, seeds, in_flight=3)
     return [[int(a) for a in r.actions] for r in records]

@@ -65,9 +65,11 @@ class SelfplayConfig:
     """How self-play plays its games (params.yaml ``selfplay``).
 
     games: games per generation (AlphaZero: 25,000 per checkpoint in Go).
-    temperature, temperature_moves: moves are sampled from the visit counts
-        at ``temperature`` for the first ``temperature_moves`` plies, then the
-        most-visited move is played (AlphaZero: 1.0 for 30 moves).
+    temperature, temperature_moves: moves are sampled from the search's
+        policy target (the visit counts; under Gumbel the improved policy) at
+        ``temperature`` for the first ``temperature_moves`` plies, then the
+        search's choice is played: the most-visited move (AlphaZero: 1.0 for
+        30 moves), under Gumbel the sequential halving's winner.
     shard_games: games per shard, the unit of resuming a killed stage (a shard
         is written as soon as its games are done).
     eval_batch: positions per network call. A network's floating-point answer
@@ -234,8 +236,8 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
             if not group:
                 continue
             res = mcts.search(group, add_noise=is_full, simulations=sims)
-            # PUCT: sampled from the visits, which are the target; Gumbel: the halving's winner,
-            # the improved policy the target
+            # sampled from the policy target (PUCT: the visits; Gumbel: the improved policy) for the
+            # schedule's plies, then the search's choice (the most visited; the halving's winner)
             actions = chosen_moves(res, [mcts.root_state(slot).ply for slot in group],
                                    [schedule] * len(group),
                                    [running[slot].rng for slot in group])

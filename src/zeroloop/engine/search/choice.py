@@ -1,11 +1,15 @@
 """The move a search plays: one answer for self-play, matches, evaluation,
 tuning and analysis.
 
-Under ``algorithm: gumbel`` the search itself chooses (the winner of the
-sequential halving, :attr:`SearchResult.action`); under ``puct`` the move is
-drawn from the root's visit counts at the schedule's temperature for the
-position's ply, and is the most-visited move (the first on ties) past
-``temperature_moves`` or at temperature 0.
+While the schedule's temperature for the position's ply is above 0, the
+move is drawn from the search's policy target at that temperature: the
+root's visit counts under ``algorithm: puct``, the improved policy under
+``gumbel`` (as the Gumbel recipe that matched AlphaZero.jl's Connect Four
+curve plays, its issue 217). Past ``temperature_moves``, or at temperature 0
+(matches, evaluation, tuning and analysis), the search's own choice: the
+most-visited move (the first on ties), or the winner of Gumbel's sequential
+halving (:attr:`SearchResult.action`; Danihelka et al. 2022 play it
+throughout: ``temperature_moves: 0``).
 """
 
 from __future__ import annotations
@@ -34,18 +38,20 @@ def chosen_moves(result: SearchResult, plies: Sequence[int],
         (self-play: each game its own); needed only when a PUCT row is sampled
         at a temperature above 0.
     """
-    if result.action is not None:  # Gumbel: the search chose
-        return [int(a) for a in result.action]
     if len(plies) != len(result.visits):
         raise ValueError(f"{len(plies)} plies for {len(result.visits)} searched positions")
     rngs = rng if isinstance(rng, Sequence) else [rng] * len(plies)
     schedules = schedule if isinstance(schedule, Sequence) else [schedule] * len(plies)
+    gumbel = result.action is not None
     out = []
-    for visits, ply, r, sched in zip(result.visits, plies, rngs, schedules, strict=True):
+    for row, (ply, r, sched) in enumerate(zip(plies, rngs, schedules, strict=True)):
         temperature = sched.temperature_at(ply)
         if temperature > 0 and r is None:
             raise ValueError(f"a move sampled at temperature {temperature} needs a random generator")
-        out.append(choose_move(visits, temperature, r))
+        if gumbel and temperature == 0:
+            out.append(int(result.action[row]))  # the halving's winner
+        else:  # PUCT: from the visits; Gumbel: from the improved policy (both: the policy target)
+            out.append(choose_move(result.policy[row] if gumbel else result.visits[row], temperature, r))
     return out
 
 

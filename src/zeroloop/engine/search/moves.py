@@ -28,7 +28,7 @@ def visit_policy(visits: np.ndarray, temperature: float) -> np.ndarray:
 
 
 def choose_move(visits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
-    """Sample a move from the visit policy at ``temperature`` (0: argmax)."""
+    """Sample a move from ``visits`` (counts, or a policy) made a policy at ``temperature`` (0: argmax)."""
     if temperature == 0:
         return int(np.argmax(visits))  # the visit policy's one move, without building it
     pi = visit_policy(visits, temperature)

@@ -37,7 +37,7 @@ def decayed_parameters(net: torch.nn.Module, norm_and_bias: bool) -> list[torch.
     return [p for p in net.parameters() if norm_and_bias or p.ndim > 1]
 
 
-#: KataGo's soft policy target: the visit distribution to the power 1/SOFT_POLICY_TEMPERATURE, renormalised ...
+#: KataGo's soft policy target: the visit distribution to the power 1/this, renormalised ...
 SOFT_POLICY_TEMPERATURE = 4.0
 #: ... its cross-entropy weighted this much (a flat target's loss moves little)
 SOFT_POLICY_WEIGHT = 8.0
