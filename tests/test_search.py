@@ -537,9 +537,12 @@ def test_gumbel_selfplay_is_reproducible():
 
 def test_gumbel_selfplay_records_the_improved_policy_and_plays_the_halving_winner(monkeypatch):
     """Each recorded policy is its search's improved policy (not the visit
-    distribution) and each move the sequential halving's winner, for every
-    game of a batch (two games share each search; the Gumbel noise, with 4 of
-    the legal moves considered, makes them differ)."""
+    distribution) and each move past ``temperature_moves`` the sequential
+    halving's winner (here every move: the paper's rule), for every game of a
+    batch (two games share each search; the Gumbel noise, with 4 of the legal
+    moves considered, makes them differ). Within ``temperature_moves`` the
+    move is drawn from the improved policy instead (AlphaZero.jl issue 217):
+    some moves then are not the winner, none outside the policy."""
     from zeroloop.engine import selfplay
 
     game = make_game("tictactoe")
@@ -563,6 +566,17 @@ def test_gumbel_selfplay_records_the_improved_policy_and_plays_the_halving_winne
     seeds = [np.random.SeedSequence([4, k]) for k in range(2)]
     records = selfplay.play_selfplay_games(game, oracle, _gumbel(8, max_considered_actions=4), SAMPLED_10,
                                            seeds, in_flight=2)
+    not_winner = 0
+    for slot, rec in enumerate(records):  # every ply of tic-tac-toe is within 10: all drawn
+        mine = [s for s in searched if s[0] == slot]
+        assert len(mine) == len(rec.actions)
+        for t, (_, _, policy, action, _) in enumerate(mine):
+            assert policy[rec.actions[t]] > 0
+            not_winner += rec.actions[t] != action
+    assert not_winner >= 1
+    searched.clear()
+    records = selfplay.play_selfplay_games(game, oracle, _gumbel(8, max_considered_actions=4),
+                                           SelfplayConfig(temperature_moves=0), seeds, in_flight=2)
     assert records[0].actions != records[1].actions  # the noise picks other moves: the rows differ
     differs_from_visits = halving_not_most_visited = 0
     for slot, rec in enumerate(records):  # two games, two slots: game k plays in slot k
