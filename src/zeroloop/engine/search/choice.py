@@ -35,7 +35,7 @@ def chosen_moves(result: SearchResult, plies: Sequence[int],
     schedule: one for all rows, or one per row (self-play games whose
         temperature lasts a different number of plies).
     rng: one generator for all rows, drawn from in row order, or one per row
-        (self-play: each game its own); needed only when a PUCT row is sampled
+        (self-play: each game its own); needed only when a row is sampled
         at a temperature above 0.
     """
     if len(plies) != len(result.visits):
