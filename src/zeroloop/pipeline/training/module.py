@@ -11,7 +11,8 @@ to move: the game result, or its mix with the root search value
 (``train.decay_norm_and_bias: false``); with plain SGD this equals weight decay
 ``2c``. ``adamw`` adds decoupled weight decay over the same parameters.
 
-A net with ``net.soft_policy`` adds KataGo's auxiliary soft policy term
+Samples with weights (``selfplay.policy_surprise``) weigh each sample's value
+and policy terms by its weight. A net with ``net.soft_policy`` adds KataGo's auxiliary soft policy term
 ``-8 pi_soft . log p_soft``, where ``pi_soft`` is ``pi^(1/4)`` renormalised and
 ``p_soft`` the soft head's output (which inference never reads).
 """
@@ -50,18 +51,25 @@ def soft_policy_target(pi: torch.Tensor) -> torch.Tensor:
 
 
 def alphazero_loss(logits: torch.Tensor, value: torch.Tensor, pi: torch.Tensor, z: torch.Tensor,
-                   params: list[torch.Tensor], l2: float, soft_logits: torch.Tensor | None = None
-                   ) -> dict[str, torch.Tensor]:
+                   params: list[torch.Tensor], l2: float, soft_logits: torch.Tensor | None = None,
+                   weight: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
     """logits ``[B, A]``, value ``[B]``, pi ``[B, A]``, z ``[B]``: the batch-mean
     value and policy terms, the L2 term and their sum (``loss``); with
-    ``soft_logits`` (a soft policy head's) also its weighted term."""
-    value_loss = F.mse_loss(value, z)
-    policy_loss = -(pi * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
+    ``soft_logits`` (a soft policy head's) also its weighted term. ``weight``
+    ``[B]``, when given, weighs each sample's value and policy terms (a
+    weighted batch mean: weights of mean 1 keep the loss's scale)."""
+    if weight is None:
+        value_loss = F.mse_loss(value, z)
+        policy_loss = -(pi * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
+    else:
+        value_loss = (weight * (value - z) ** 2).mean()
+        policy_loss = -(weight * (pi * F.log_softmax(logits, dim=1)).sum(dim=1)).mean()
     l2_term = l2 * sum((p * p).sum() for p in params) if l2 else torch.zeros((), device=value.device)
     parts = {"loss": value_loss + policy_loss + l2_term, "value_loss": value_loss,
              "policy_loss": policy_loss, "l2": l2_term}
     if soft_logits is not None:
-        soft = -(soft_policy_target(pi) * F.log_softmax(soft_logits, dim=1)).sum(dim=1).mean()
+        soft = -(soft_policy_target(pi) * F.log_softmax(soft_logits, dim=1)).sum(dim=1)
+        soft = soft.mean() if weight is None else (weight * soft).mean()
         parts["loss"] = parts["loss"] + SOFT_POLICY_WEIGHT * soft
         parts["soft_policy_loss"] = soft
     return parts
@@ -117,6 +125,8 @@ class ReplayDataModule(pl.LightningDataModule):
     def _dataset(self, idx: np.ndarray) -> TensorDataset:
         d = self.data
         columns = [d.planes[idx], d.policy[idx], self.value[idx]]
+        if d.weight is not None:
+            columns.append(d.weight[idx])
         return TensorDataset(*(torch.from_numpy(c) for c in columns))
 
     def train_dataloader(self) -> DataLoader:
@@ -149,7 +159,7 @@ class AlphaZeroModule(pl.LightningModule):
         return self.net(x)
 
     def _step(self, batch, stage: str) -> torch.Tensor:
-        planes, pi, z = batch
+        planes, pi, z, *weight = batch
         if stage == "train" and self.augment is not None:
             planes, pi = self.augment.random(planes, pi, self._gen)
         if self.channels_last:
@@ -158,7 +168,8 @@ class AlphaZeroModule(pl.LightningModule):
             logits, value, soft = self.net.forward_with_soft_policy(planes)
         else:
             (logits, value), soft = self.net(planes), None
-        parts = alphazero_loss(logits, value, pi, z, self._decayed, self.optim.l2, soft)
+        parts = alphazero_loss(logits, value, pi, z, self._decayed, self.optim.l2, soft,
+                               weight[0] if weight else None)
         with torch.no_grad():
             # the policy's entropy floor: cross-entropy minus this is the KL to the target
             target_entropy = -(pi * torch.log(pi.clamp_min(1e-12))).sum(1).mean()
