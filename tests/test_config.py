@@ -95,6 +95,9 @@ def test_a_preset_with_a_bad_key_names_the_preset_file(tmp_path):
     ({"net": {"ownership": True}},
      "'net.ownership' was removed: the area as an ownership target measured level on Go 7x7 in round 22 of "
      "the lab notebook (and on Connect Four in round 19); its code is at commit 72a4cf9 (delete the line)"),
+    ({"net": {"soft_policy": True}},
+     "'net.soft_policy' was removed: KataGo's soft policy head measured worse-leaning in round 28 of the lab "
+     "notebook; its code is at commit aacb397 (delete the line)"),
     ({"evaluate": {"solver_positions": 5}},
      "unknown key 'evaluate.solver_positions'; renamed to 'evaluate.positions_per_group'"),
     ({"net": {"kind": "transformer"}},

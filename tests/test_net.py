@@ -71,38 +71,6 @@ def test_the_headers_name_the_kind_and_only_its_shape_keys():
     assert [NetConfig(**TINY[k].__dict__).shape for k in NET_KINDS] == ["1x8", "gpool 2x8", "mlp 2x32"]
 
 
-@pytest.mark.parametrize("kind", NET_KINDS)
-def test_a_soft_policy_head_is_in_the_header_and_the_file_only_when_asked(kind, tmp_path):
-    """``net.soft_policy`` adds a training-only output: named in the header, its
-    weights saved and loaded with the rest; inference's outputs, the folded net
-    and the search's view are those of any net."""
-    from zeroloop.pipeline.data.storage import load_model, save_model
-
-    game = make_game("connect4")
-    config = NetConfig(**{**TINY[kind].__dict__, "soft_policy": True})
-    assert config.to_dict()["soft_policy"] is True and "soft_policy" not in TINY[kind].to_dict()
-    torch.manual_seed(0)
-    net = PolicyValueNet.for_game(game, config).eval()
-    x = torch.from_numpy(game.encode([game.initial_state()]))
-    with torch.no_grad():
-        logits, value = net(x)
-        same_logits, same_value, soft = net.forward_with_soft_policy(x)
-    assert torch.equal(logits, same_logits) and torch.equal(value, same_value)
-    assert soft.shape == logits.shape and not torch.allclose(soft, logits)
-    save_model(tmp_path / "m.pt", net, game)
-    loaded, _, _ = load_model(tmp_path / "m.pt")
-    assert loaded.config.soft_policy and "soft_policy_fc.weight" in loaded.state_dict()
-    with torch.no_grad():
-        assert torch.equal(loaded.eval().forward_with_soft_policy(x)[2], soft)
-        loaded.fold_batchnorm()
-        folded_logits, folded_value = loaded(x)
-    assert torch.allclose(folded_logits, logits, atol=1e-5) and torch.allclose(folded_value, value, atol=1e-5)
-    plain = PolicyValueNet.for_game(game, TINY[kind])
-    assert "soft_policy_fc.weight" not in plain.state_dict()
-    with pytest.raises(ValueError, match="no soft policy head"):
-        plain.forward_with_soft_policy(x)
-
-
 def test_gpool_puts_global_pooling_in_every_second_block_and_in_a_lone_one():
     game = make_game("connect4")
     pooled = [[isinstance(b, GlobalPoolingBlock) for b in PolicyValueNet.for_game(

@@ -63,11 +63,12 @@ def test_net_shapes():
         assert np.all(np.abs(v.detach().numpy()) < 1)
 
 
-@pytest.mark.parametrize("head, commit", [("opponent_policy", "cdcab39"), ("ownership", "72a4cf9")])
+@pytest.mark.parametrize("head, commit", [("opponent_policy", "cdcab39"), ("ownership", "72a4cf9"),
+                                          ("soft_policy", "aacb397")])
 def test_a_model_made_with_a_removed_head_is_refused_naming_the_option(tmp_path, monkeypatch, head, commit):
-    """net.opponent_policy (issue 50) and net.ownership (round 22) left the code: a model file that
-    still records one says so in one line, naming the file and the commit whose code reads it, not a
-    TypeError."""
+    """net.opponent_policy (issue 50), net.ownership (round 22) and net.soft_policy (round 28) left the
+    code: a model file that still records one says so in one line, naming the file and the commit
+    whose code reads it, not a TypeError."""
     game = make_game("tictactoe")
     net = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8))
     monkeypatch.setattr(NetConfig, "to_dict", lambda self: {"blocks": 1, "channels": 8, "value_hidden": 8,

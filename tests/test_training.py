@@ -31,21 +31,19 @@ def test_loss_matches_a_hand_computed_example():
 
 
 def test_sample_weights_weigh_each_samples_terms_by_hand():
-    """``weight`` scales each sample's value, policy and soft policy terms in
-    the batch mean; weights of 1 are the unweighted loss."""
+    """``weight`` scales each sample's value and policy terms in the batch
+    mean; weights of 1 are the unweighted loss."""
     logits = torch.tensor([[0.0, math.log(3.0)], [0.0, 0.0]])
     value, z = torch.tensor([0.5, 0.0]), torch.tensor([1.0, -1.0])
     pi = torch.tensor([[0.5, 0.5], [1.0, 0.0]])
-    soft_logits = torch.zeros(2, 2)
-    plain = alphazero_loss(logits, value, pi, z, [], 0.0, soft_logits)
-    ones = alphazero_loss(logits, value, pi, z, [], 0.0, soft_logits, torch.ones(2))
-    for k in ("value_loss", "policy_loss", "soft_policy_loss", "loss"):
+    plain = alphazero_loss(logits, value, pi, z, [], 0.0)
+    ones = alphazero_loss(logits, value, pi, z, [], 0.0, torch.ones(2))
+    for k in ("value_loss", "policy_loss", "loss"):
         assert ones[k].item() == pytest.approx(plain[k].item(), rel=1e-6)
-    first = alphazero_loss(logits, value, pi, z, [], 0.0, soft_logits, torch.tensor([2.0, 0.0]))
+    first = alphazero_loss(logits, value, pi, z, [], 0.0, torch.tensor([2.0, 0.0]))
     assert first["value_loss"].item() == pytest.approx(0.25)  # 2 x (1 - 0.5)^2 / 2
     ce = -(0.5 * math.log(0.25) + 0.5 * math.log(0.75))
     assert first["policy_loss"].item() == pytest.approx(ce, rel=1e-6)
-    assert first["soft_policy_loss"].item() == pytest.approx(math.log(2.0), rel=1e-6)
 
 
 def _midgame(game, plies, seed):
@@ -365,53 +363,3 @@ def test_a_weighted_fit_learns_the_samples_that_weigh(tictactoe_data):
             _, v = net(torch.from_numpy(data.planes))
         agreement[name] = float((v.numpy() * target).mean())
     assert agreement["weighed"] > 0.5 and abs(agreement["unweighed"]) < 0.2, agreement
-
-
-def test_the_soft_policy_target_and_its_term_by_hand():
-    """KataGo's soft target: pi^(1/4) renormalised, unvisited moves at zero; the
-    soft head's cross-entropy joins the loss weighted 8."""
-    from zeroloop.pipeline.training.module import SOFT_POLICY_WEIGHT, soft_policy_target
-
-    pi = torch.tensor([[0.0625, 0.9375, 0.0], [1.0, 0.0, 0.0]])
-    soft = soft_policy_target(pi)
-    a, b = 0.0625 ** 0.25, 0.9375 ** 0.25  # 0.5 and 0.984
-    assert soft[0].tolist() == pytest.approx([a / (a + b), b / (a + b), 0.0])
-    assert soft[1].tolist() == [1.0, 0.0, 0.0]
-    logits, value, z = torch.zeros(2, 3), torch.zeros(2), torch.zeros(2)
-    soft_logits = torch.tensor([[0.0, math.log(2.0), 0.0], [0.0, 0.0, 0.0]])  # (1/4, 1/2, 1/4), uniform
-    plain = alphazero_loss(logits, value, pi, z, [], 0.0)
-    out = alphazero_loss(logits, value, pi, z, [], 0.0, soft_logits)
-    term = (-(soft[0, 0] * math.log(0.25) + soft[0, 1] * math.log(0.5)) + math.log(3.0)) / 2
-    assert SOFT_POLICY_WEIGHT == 8.0 and "soft_policy_loss" not in plain
-    assert out["soft_policy_loss"].item() == pytest.approx(term.item(), rel=1e-6)
-    assert out["loss"].item() == pytest.approx(plain["loss"].item() + 8.0 * term.item(), rel=1e-6)
-
-
-@pytest.mark.parametrize("config", [NetConfig(blocks=1, channels=16, value_hidden=16, soft_policy=True),
-                                    NetConfig(kind="mlp", hidden=64, layers=2, value_hidden=16,
-                                              soft_policy=True)],
-                         ids=lambda c: c.kind)
-def test_a_soft_policy_head_learns_through_the_real_lightning_fit(tictactoe_data, config):
-    """The soft head trains with the rest (its loss falls and is reported);
-    the search reads the same two outputs as from any net."""
-    from zeroloop.pipeline.training.module import soft_policy_target
-
-    game, data = tictactoe_data
-    torch.manual_seed(0)
-    net = PolicyValueNet.for_game(game, config)
-
-    def soft_loss():
-        net.eval()
-        with torch.no_grad():
-            _, _, soft = net.forward_with_soft_policy(torch.from_numpy(data.planes))
-        target = soft_policy_target(torch.from_numpy(data.policy))
-        return -(target * torch.log_softmax(soft, 1)).sum(1).mean().item()
-
-    before = soft_loss()
-    losses = fit_network(net, game, data, TrainConfig(epochs=6, lr=3e-3, batch_size=32), seed=0,
-                         device="cpu", progress=False)
-    assert soft_loss() < before - 0.1
-    assert math.isfinite(losses["train/soft_policy_loss_epoch"])
-    with torch.no_grad():
-        outputs = net(torch.from_numpy(data.planes[:3]))
-    assert len(outputs) == 2

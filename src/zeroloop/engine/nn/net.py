@@ -5,8 +5,8 @@
 
 Input ``x``: ``[B, P, H, W]`` planes from the side to move (P = 4 for most games; see
 :mod:`zeroloop.engine.games.base`). Output: policy logits ``[B, A]`` and value
-``[B]`` in (-1, 1) from the side to move; for training, also the soft policy
-where the net has that head (``net.soft_policy``).
+``[B]`` in (-1, 1) from the side to move (and, for training, the final board
+where the net has that head).
 
 Every kind has a ``stem`` and a ``trunk`` (the int8 inference quantises exactly
 those: :mod:`zeroloop.engine.nn.int8`) and heads after them, and folds its
@@ -58,11 +58,6 @@ class NetConfig:
     layers: mlp only: hidden layers, each a linear map, BatchNorm and ReLU; the
         first reads the planes, each further one is residual (x + layer(x)).
     value_hidden: units of the value head's hidden layer (AlphaZero: 256).
-    soft_policy: a second policy output, trained only (inference never reads
-        it), on the search's visit distribution raised to the power 1/4 and
-        renormalised, weighted 8x: KataGo's auxiliary soft policy target
-        (docs/KataGoMethods.md), which makes the shared layers tell apart the
-        moves the sharp target leaves near zero.
     """
 
     kind: Literal["resnet", "gpool", "mlp"] = "resnet"
@@ -71,7 +66,6 @@ class NetConfig:
     hidden: Annotated[int, at.Interval(ge=4, le=4096)] = 512
     layers: Annotated[int, at.Interval(ge=1, le=40)] = 3
     value_hidden: Annotated[int, at.Interval(ge=1, le=1024)] = 64
-    soft_policy: bool = False
 
     def __post_init__(self) -> None:
         check_fields(self, "net")
@@ -88,15 +82,13 @@ class NetConfig:
     def to_dict(self) -> dict:
         """The fields that shape the net, for a model file's header: ``kind``
         unless it is ``resnet`` (a file without one is a resnet), the shape
-        keys of that kind only, ``soft_policy`` only where the net has that head;
-        so a resnet is stored byte for byte as before the kinds."""
+        keys of that kind only; so a resnet is stored byte for byte as before
+        the kinds."""
         d = asdict(self)
         for k in _unused_keys(self.kind):
             del d[k]
         if self.kind == "resnet":
             del d["kind"]
-        if not self.soft_policy:
-            del d["soft_policy"]
         return d
 
     @property
@@ -133,16 +125,8 @@ class PolicyValueNet(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return self._heads(self.trunk(self.stem(x)))
 
-    def forward_with_soft_policy(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Policy logits, value and the soft policy's logits ``[B, A]`` (training
-        a net with ``net.soft_policy``)."""
-        if not self.config.soft_policy:
-            raise ValueError("this net has no soft policy head (net.soft_policy: false)")
-        return self._heads(self.trunk(self.stem(x)), soft=True)
-
-    def _heads(self, h: torch.Tensor, soft: bool = False) -> tuple[torch.Tensor, ...]:
-        """Features -> policy logits ``[B, A]`` and value ``[B]`` (and with
-        ``soft`` the soft policy's logits)."""
+    def _heads(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Features -> policy logits ``[B, A]`` and value ``[B]``."""
         raise NotImplementedError
 
     def fold_batchnorm(self) -> None:
@@ -207,8 +191,6 @@ class ResNet(PolicyValueNet):
         self.trunk = nn.Sequential(*[self._block(i, c) for i in range(config.blocks)])
         self.policy_conv = nn.Sequential(nn.Conv2d(c, 2, 1, bias=False), nn.BatchNorm2d(2), nn.ReLU())
         self.policy_fc = nn.Linear(2 * rows * cols, num_actions)
-        if config.soft_policy:  # another output of the policy head, on its features
-            self.soft_policy_fc = nn.Linear(2 * rows * cols, num_actions)
         self.value_conv = nn.Sequential(nn.Conv2d(c, 1, 1, bias=False), nn.BatchNorm2d(1), nn.ReLU())
         self.value_fc = nn.Sequential(
             nn.Linear(rows * cols, config.value_hidden), nn.ReLU(), nn.Linear(config.value_hidden, 1))
@@ -216,11 +198,10 @@ class ResNet(PolicyValueNet):
     def _block(self, index: int, channels: int) -> nn.Module:
         return ResidualBlock(channels)
 
-    def _heads(self, h: torch.Tensor, soft: bool = False) -> tuple[torch.Tensor, ...]:
-        features = self.policy_conv(h).flatten(1)
-        logits = self.policy_fc(features)  # [B, A]
+    def _heads(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self.policy_fc(self.policy_conv(h).flatten(1))  # [B, A]
         value = torch.tanh(self.value_fc(self.value_conv(h).flatten(1))).squeeze(1)  # [B]
-        return (logits, value, self.soft_policy_fc(features)) if soft else (logits, value)
+        return logits, value
 
     def fold_batchnorm(self) -> None:
         for block in self.trunk:
@@ -275,14 +256,11 @@ class MLPNet(PolicyValueNet):
             nn.Flatten(), nn.Linear(planes * rows * cols, h, bias=False), nn.BatchNorm1d(h), nn.ReLU())
         self.trunk = nn.Sequential(*[DenseBlock(h) for _ in range(config.layers - 1)])
         self.policy_fc = nn.Linear(h, num_actions)
-        if config.soft_policy:
-            self.soft_policy_fc = nn.Linear(h, num_actions)
         self.value_fc = nn.Sequential(nn.Linear(h, config.value_hidden), nn.ReLU(),
                                       nn.Linear(config.value_hidden, 1))
 
-    def _heads(self, h: torch.Tensor, soft: bool = False) -> tuple[torch.Tensor, ...]:
-        logits, value = self.policy_fc(h), torch.tanh(self.value_fc(h)).squeeze(1)  # [B, A], [B]
-        return (logits, value, self.soft_policy_fc(h)) if soft else (logits, value)
+    def _heads(self, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.policy_fc(h), torch.tanh(self.value_fc(h)).squeeze(1)  # [B, A], [B]
 
     def fold_batchnorm(self) -> None:
         self.stem[1], self.stem[2] = fuse_linear_bn_eval(self.stem[1], self.stem[2]), nn.Identity()

@@ -25,7 +25,7 @@ from zeroloop.engine.games import Game, make_game
 from zeroloop.engine.nn.net import NET_KINDS, NetConfig, PolicyValueNet
 
 #: network keys that left the code after an ablation, and the last commit whose code reads them
-REMOVED_NET_KEYS = {"opponent_policy": "cdcab39", "ownership": "72a4cf9"}
+REMOVED_NET_KEYS = {"opponent_policy": "cdcab39", "ownership": "72a4cf9", "soft_policy": "aacb397"}
 
 MODEL_MAGIC = b"ZEROLOOP-MODEL 1\n"
 

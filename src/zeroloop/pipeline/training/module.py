@@ -12,9 +12,7 @@ to move: the game result, or its mix with the root search value
 ``2c``. ``adamw`` adds decoupled weight decay over the same parameters.
 
 Samples with weights (``selfplay.policy_surprise``) weigh each sample's value
-and policy terms by its weight. A net with ``net.soft_policy`` adds KataGo's auxiliary soft policy term
-``-8 pi_soft . log p_soft``, where ``pi_soft`` is ``pi^(1/4)`` renormalised and
-``p_soft`` the soft head's output (which inference never reads).
+and policy terms by its weight.
 """
 
 from __future__ import annotations
@@ -38,24 +36,11 @@ def decayed_parameters(net: torch.nn.Module, norm_and_bias: bool) -> list[torch.
     return [p for p in net.parameters() if norm_and_bias or p.ndim > 1]
 
 
-#: KataGo's soft policy target: the visit distribution to the power 1/this, renormalised ...
-SOFT_POLICY_TEMPERATURE = 4.0
-#: ... its cross-entropy weighted this much (a flat target's loss moves little)
-SOFT_POLICY_WEIGHT = 8.0
-
-
-def soft_policy_target(pi: torch.Tensor) -> torch.Tensor:
-    """``pi^(1/4)`` per row, renormalised: moves the search never visited stay at zero."""
-    soft = pi.clamp_min(0) ** (1.0 / SOFT_POLICY_TEMPERATURE)
-    return soft / soft.sum(dim=1, keepdim=True).clamp_min(1e-12)
-
-
 def alphazero_loss(logits: torch.Tensor, value: torch.Tensor, pi: torch.Tensor, z: torch.Tensor,
-                   params: list[torch.Tensor], l2: float, soft_logits: torch.Tensor | None = None,
-                   weight: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+                   params: list[torch.Tensor], l2: float, weight: torch.Tensor | None = None
+                   ) -> dict[str, torch.Tensor]:
     """logits ``[B, A]``, value ``[B]``, pi ``[B, A]``, z ``[B]``: the batch-mean
-    value and policy terms, the L2 term and their sum (``loss``); with
-    ``soft_logits`` (a soft policy head's) also its weighted term. ``weight``
+    value and policy terms, the L2 term and their sum (``loss``). ``weight``
     ``[B]``, when given, weighs each sample's value and policy terms (a
     weighted batch mean: weights of mean 1 keep the loss's scale)."""
     if weight is None:
@@ -65,14 +50,8 @@ def alphazero_loss(logits: torch.Tensor, value: torch.Tensor, pi: torch.Tensor, 
         value_loss = (weight * (value - z) ** 2).mean()
         policy_loss = -(weight * (pi * F.log_softmax(logits, dim=1)).sum(dim=1)).mean()
     l2_term = l2 * sum((p * p).sum() for p in params) if l2 else torch.zeros((), device=value.device)
-    parts = {"loss": value_loss + policy_loss + l2_term, "value_loss": value_loss,
-             "policy_loss": policy_loss, "l2": l2_term}
-    if soft_logits is not None:
-        soft = -(soft_policy_target(pi) * F.log_softmax(soft_logits, dim=1)).sum(dim=1)
-        soft = soft.mean() if weight is None else (weight * soft).mean()
-        parts["loss"] = parts["loss"] + SOFT_POLICY_WEIGHT * soft
-        parts["soft_policy_loss"] = soft
-    return parts
+    return {"loss": value_loss + policy_loss + l2_term, "value_loss": value_loss,
+            "policy_loss": policy_loss, "l2": l2_term}
 
 
 class WeightAverage:
@@ -164,11 +143,8 @@ class AlphaZeroModule(pl.LightningModule):
             planes, pi = self.augment.random(planes, pi, self._gen)
         if self.channels_last:
             planes = planes.contiguous(memory_format=torch.channels_last)
-        if self.net.config.soft_policy:
-            logits, value, soft = self.net.forward_with_soft_policy(planes)
-        else:
-            (logits, value), soft = self.net(planes), None
-        parts = alphazero_loss(logits, value, pi, z, self._decayed, self.optim.l2, soft,
+        logits, value = self.net(planes)
+        parts = alphazero_loss(logits, value, pi, z, self._decayed, self.optim.l2,
                                weight[0] if weight else None)
         with torch.no_grad():
             # the policy's entropy floor: cross-entropy minus this is the KL to the target
