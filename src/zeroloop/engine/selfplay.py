@@ -18,6 +18,7 @@ from zeroloop.engine.search import (
     SearchStats,
     chosen_moves,
 )
+from zeroloop.engine.search.tree import row_sums
 from zeroloop.engine.timing import PartTimer
 
 
@@ -150,10 +151,13 @@ def surprise_weights(surprise: np.ndarray, full: np.ndarray, share: float) -> np
 
 def policy_surprise(target: np.ndarray, prior: np.ndarray) -> np.ndarray:
     """``[N, A], [N, A] -> [N]``: KL(target || prior) per row, in nats
-    (a prior below 1e-8 counted as 1e-8)."""
+    (a prior below 1e-8 counted as 1e-8). Summed column by column
+    (:func:`~zeroloop.engine.search.tree.row_sums`), so a row's bits do not
+    depend on the games searched beside it: the shards stay independent of the
+    workers and of the games in flight."""
     target = target.astype(np.float64)
     logs = np.log(np.maximum(target, 1e-30)) - np.log(np.maximum(prior.astype(np.float64), 1e-8))
-    return np.maximum((np.where(target > 0, target * logs, 0.0)).sum(axis=1), 0.0)
+    return np.maximum(row_sums(np.where(target > 0, target * logs, 0.0)), 0.0)
 
 
 def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, selfplay: SelfplayConfig,

@@ -5,8 +5,7 @@
 
 Input ``x``: ``[B, P, H, W]`` planes from the side to move (P = 4 for most games; see
 :mod:`zeroloop.engine.games.base`). Output: policy logits ``[B, A]`` and value
-``[B]`` in (-1, 1) from the side to move (and, for training, the final board
-where the net has that head).
+``[B]`` in (-1, 1) from the side to move.
 
 Every kind has a ``stem`` and a ``trunk`` (the int8 inference quantises exactly
 those: :mod:`zeroloop.engine.nn.int8`) and heads after them, and folds its
