@@ -237,7 +237,8 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
             rec.policies.append(np.where(legal, np.float32(1 / legal.sum()), np.float32(0)))
             rec.values.append(0.0)
             rec.full.append(False)
-            rec.surprise.append(0.0)
+            if surprise_share:
+                rec.surprise.append(0.0)
             state = game.apply(state, action)
 
         if ends[-1] and rng.random() < archive_p:
@@ -281,15 +282,15 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
                                    [running[slot].rng for slot in group])
             if timer is not None:
                 timer.lap("move choice")
-            surprise = (policy_surprise(res.policy, res.net_priors) if surprise_share
-                        else np.zeros(len(group)))
+            surprise = policy_surprise(res.policy, res.net_priors) if surprise_share else None
             for j, (slot, action) in enumerate(zip(group, actions)):
                 rec = running[slot]
                 rec.actions.append(action)
                 rec.policies.append(res.policy[j].astype(np.float32))
                 rec.values.append(float(res.value[j]))
                 rec.full.append(is_full)
-                rec.surprise.append(float(surprise[j]))
+                if surprise is not None:
+                    rec.surprise.append(float(surprise[j]))
                 if timer is not None:
                     timer.lap("records")
                 new = mcts.advance(slot, action)  # charges its rules and tree
