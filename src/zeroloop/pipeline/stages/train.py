@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-# Lightning first, before run_stage quiets the libraries (importing it resets its log level)
-import zeroloop.pipeline.training.module  # noqa: F401
 from zeroloop.pipeline.generation import train_step
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.stages.common import LAYOUT, say
@@ -11,9 +9,16 @@ from zeroloop.pipeline.tracking.runs import Tracker, logging_after_work
 
 
 def run(p: Params, gen: int, prev: int) -> None:
+    # Lightning only now, after run_stage's checks: a stage refused for its params, its
+    # folders or its MLflow store ends in a few seconds, not after Lightning's import
+    # (10 CPU-seconds on a Zen 3). Importing it resets its log level: quiet it again.
     import torch
 
+    import zeroloop.pipeline.training.module  # noqa: F401
     from zeroloop.pipeline.runtime.backend import local_cores
+    from zeroloop.pipeline.runtime.process import quiet_libraries
+
+    quiet_libraries()
 
     torch.set_num_threads(local_cores())  # the only busy process now
     with Tracker.open(p) as tr:
