@@ -317,65 +317,6 @@ def test_archive_starts_replay_archived_positions_that_are_not_trained_on():
     assert [r.actions for r in play(archive_starts=0.0)] == [r.actions for r in plain]
 
 
-def test_policy_surprise_weighs_positions_by_the_targets_divergence_from_the_net_not_the_noise(tmp_path):
-    """KataGo's policy surprise weighting: each full search's weight is half
-    even, half in proportion to KL(target || the net's prior), the prior before
-    root noise; the weights average 1 over a game, reach the shard and the
-    replay window, and the games are the very games without it."""
-    from zeroloop.engine.selfplay import records_to_arrays, surprise_weights
-    from zeroloop.pipeline.data.storage import save_shard
-    from zeroloop.pipeline.training.replay import load_replay
-
-    game, play = _connect4_selfplay(9, games=12, simulations=16, in_flight=6)
-    plain = play(opening_plies=2)
-    weighed = play(opening_plies=2, policy_surprise=0.5)
-    assert [r.actions for r in weighed] == [r.actions for r in plain]
-    for r, q in zip(weighed, plain):
-        np.testing.assert_array_equal(r.policies, q.policies)
-        assert q.weights is None and r.weights.dtype == np.float32
-        # by hand: the uniform evaluator's prior is 1 / (legal moves); the root noise is not in it
-        state, kl = game.initial_state(), []
-        for a, pi in zip(r.actions, r.policies):
-            n = game.legal_mask(state).sum()
-            kl.append(float(sum(p * np.log(p * n) for p in pi if p > 0)))
-            state = game.apply(state, a)
-        kl = np.asarray(kl)
-        expected = np.where(r.full, 0.5 + 0.5 * kl / kl[r.full].mean(), 0.0)
-        np.testing.assert_allclose(r.weights, expected, rtol=1e-5, atol=1e-6)
-        assert r.weights[r.full].mean() == pytest.approx(1.0, rel=1e-5)
-        assert r.weights[r.full].std() > 0.01  # the searches moved off the prior, unevenly
-    assert "weight" not in records_to_arrays(game, plain)
-    arrays = records_to_arrays(game, weighed)
-    path = tmp_path / "shard.zls"
-    save_shard(path, arrays, {"identity": {"game": "connect4"}})
-    data = load_replay(game, [path])
-    full = np.concatenate([r.full for r in weighed])
-    np.testing.assert_allclose(data.weight, np.concatenate([r.weights for r in weighed])[full], rtol=1e-3)
-    # a shard without weights weighs 1 a position beside one with them; alone it has none
-    save_shard(tmp_path / "plain.zls", records_to_arrays(game, plain), {"identity": {"game": "connect4"}})
-    assert load_replay(game, [tmp_path / "plain.zls"]).weight is None
-    mixed = load_replay(game, [path, tmp_path / "plain.zls"])
-    np.testing.assert_array_equal(mixed.weight[len(data):], 1.0)
-    # nothing surprised: even weights
-    np.testing.assert_array_equal(surprise_weights(np.zeros(3), np.array([True, False, True]), 0.5),
-                                  [1.0, 0.0, 1.0])
-
-
-def test_the_search_reports_the_nets_root_prior_before_its_noise():
-    game = make_game("connect4")
-    cfg = SearchConfig(simulations=8, dirichlet_epsilon=0.25)
-    mcts = BatchedMCTS(game, uniform_evaluator(game), cfg, 2, rng=np.random.default_rng(0))
-    for slot in range(2):
-        mcts.set_root(slot, game.initial_state())
-    noised = mcts.search([0], add_noise=True)
-    quiet = mcts.search([1])
-    np.testing.assert_allclose(noised.net_priors, np.full((1, 7), 1 / 7), rtol=1e-6)
-    assert not np.allclose(noised.priors, noised.net_priors)
-    np.testing.assert_array_equal(quiet.net_priors, quiet.priors)
-    again = mcts.search([0], add_noise=True)  # the same root: its noise is not drawn twice
-    np.testing.assert_array_equal(again.net_priors, noised.net_priors)
-
-
 def test_training_reads_only_the_full_searches(tmp_path):
     from zeroloop.engine.nn import uniform_evaluator
     from zeroloop.engine.selfplay import SelfplayConfig, play_selfplay_games, records_to_arrays

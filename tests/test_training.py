@@ -30,22 +30,6 @@ def test_loss_matches_a_hand_computed_example():
     assert out["loss"].item() == pytest.approx(value_loss + policy_loss + l2, rel=1e-6)
 
 
-def test_sample_weights_weigh_each_samples_terms_by_hand():
-    """``weight`` scales each sample's value and policy terms in the batch
-    mean; weights of 1 are the unweighted loss."""
-    logits = torch.tensor([[0.0, math.log(3.0)], [0.0, 0.0]])
-    value, z = torch.tensor([0.5, 0.0]), torch.tensor([1.0, -1.0])
-    pi = torch.tensor([[0.5, 0.5], [1.0, 0.0]])
-    plain = alphazero_loss(logits, value, pi, z, [], 0.0)
-    ones = alphazero_loss(logits, value, pi, z, [], 0.0, torch.ones(2))
-    for k in ("value_loss", "policy_loss", "loss"):
-        assert ones[k].item() == pytest.approx(plain[k].item(), rel=1e-6)
-    first = alphazero_loss(logits, value, pi, z, [], 0.0, torch.tensor([2.0, 0.0]))
-    assert first["value_loss"].item() == pytest.approx(0.25)  # 2 x (1 - 0.5)^2 / 2
-    ce = -(0.5 * math.log(0.25) + 0.5 * math.log(0.75))
-    assert first["policy_loss"].item() == pytest.approx(ce, rel=1e-6)
-
-
 def _midgame(game, plies, seed):
     rng = np.random.default_rng(seed)
     s = game.initial_state()
@@ -203,9 +187,6 @@ def test_dedup_averages_the_targets_of_a_repeated_position_by_hand():
     np.testing.assert_allclose(d.z, [0.0, -1.0], atol=1e-7)
     np.testing.assert_allclose(d.q, [0.3, 0.1], rtol=1e-6)
     np.testing.assert_allclose(d.policy.sum(axis=1), 1.0, rtol=1e-6)
-    weighed = ReplayData(planes, policy, z, q, np.array([0.5, 2.0, 1.0, 1.5], np.float32)).deduplicated()
-    np.testing.assert_allclose(weighed.weight, [1.0, 2.0], rtol=1e-6)  # a's mean, b's own
-    assert d.weight is None
 
 
 def test_dedup_keeps_every_distinct_self_play_position(tictactoe_data):
@@ -339,27 +320,3 @@ def test_each_kind_of_net_learns_through_the_real_lightning_fit(tictactoe_data, 
     assert after < before - 0.1, (before, after)
     assert math.isfinite(losses["train/loss_epoch"])
     assert not net.training and all(t.is_contiguous() for t in net.state_dict().values())
-
-
-def test_a_weighted_fit_learns_the_samples_that_weigh(tictactoe_data):
-    """Every position twice, with opposite value targets (+1 when the centre
-    holds a stone of the first plane, else -1, and its negation), the second
-    copy weighing 0: the real Lightning fit learns the first copy's values,
-    where an unweighted fit learns their mean, 0."""
-    game, data = tictactoe_data
-    target = np.where(data.planes[:, 0, 1, 1] > 0, 1.0, -1.0).astype(np.float32)
-    n = len(data)
-    both = dict(planes=np.concatenate([data.planes] * 2), policy=np.concatenate([data.policy] * 2),
-                z=np.concatenate([target, -target]), q=np.concatenate([target, -target]))
-    weights = np.concatenate([np.full(n, 2.0, np.float32), np.zeros(n, np.float32)])
-    agreement = {}
-    for name, weight in (("weighed", weights), ("unweighed", None)):
-        torch.manual_seed(0)
-        net = PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=16, value_hidden=16))
-        fit_network(net, game, ReplayData(**both, weight=weight),
-                    TrainConfig(epochs=4, lr=3e-3, batch_size=32, value_q_weight=0.0), seed=0, device="cpu",
-                    progress=False)
-        with torch.no_grad():
-            _, v = net(torch.from_numpy(data.planes))
-        agreement[name] = float((v.numpy() * target).mean())
-    assert agreement["weighed"] > 0.5 and abs(agreement["unweighed"]) < 0.2, agreement

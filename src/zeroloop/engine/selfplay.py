@@ -18,7 +18,6 @@ from zeroloop.engine.search import (
     SearchStats,
     chosen_moves,
 )
-from zeroloop.engine.search.tree import row_sums
 from zeroloop.engine.timing import PartTimer
 
 
@@ -30,9 +29,7 @@ class GameRecord:
     distributions (the training targets). values: ``[T]`` root values from the
     side to move. result: +1/0/-1 from the first player's view. full: ``[T]``
     whether the move came from a full search (a training sample) or a fast one
-    (:class:`PlayoutCap`); all full without a cap. weights: ``[T]`` float32
-    training weights from the policy's surprise (``selfplay.policy_surprise``;
-    mean 1 over the game's full positions, 0 elsewhere), None without it.
+    (:class:`PlayoutCap`); all full without a cap.
     """
 
     actions: list[int]
@@ -40,7 +37,6 @@ class GameRecord:
     values: np.ndarray
     result: float
     full: np.ndarray | None = None
-    weights: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.full is None:
@@ -95,12 +91,6 @@ class SelfplayConfig:
         (Trudeau and Bowling, AAMAS 2023); the moves that lead there are
         replayed, not searched and not trained on. Such a game takes no random
         opening plies. 0: every game from the start (or its opening plies).
-    policy_surprise: KataGo's policy surprise weighting: this share of each
-        game's training weight is spread over its positions in proportion to
-        the policy target's KL divergence from the network's prior (before
-        root noise), the rest evenly (KataGo: 0.5), so the positions where the
-        search taught the net most weigh most in training. 0: every position
-        weighs the same. The games are the same either way.
     """
 
     games: Annotated[int, at.Ge(1)] = 1500
@@ -112,7 +102,6 @@ class SelfplayConfig:
     fast_simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 16
     opening_plies: Annotated[int, at.Interval(ge=0, le=100)] = 0
     archive_starts: Annotated[float, at.Interval(ge=0, le=1)] = 0.0
-    policy_surprise: Annotated[float, at.Interval(ge=0, le=1)] = 0.0
 
     def __post_init__(self) -> None:
         check_fields(self, "selfplay")
@@ -136,28 +125,6 @@ class _Running:
     policies: list[np.ndarray] = field(default_factory=list)
     values: list[float] = field(default_factory=list)
     full: list[bool] = field(default_factory=list)
-    surprise: list[float] = field(default_factory=list)
-
-
-def surprise_weights(surprise: np.ndarray, full: np.ndarray, share: float) -> np.ndarray:
-    """A game's training weights from its positions' policy surprise: ``1 -
-    share`` evenly plus ``share`` in proportion to ``surprise``, so they average
-    1 over the ``full`` positions (0 elsewhere); evenly when nothing surprised."""
-    weights = np.zeros(len(surprise), np.float32)
-    mean = float(surprise[full].mean()) if full.any() else 0.0
-    weights[full] = (1.0 - share) + share * surprise[full] / mean if mean > 0 else 1.0
-    return weights
-
-
-def policy_surprise(target: np.ndarray, prior: np.ndarray) -> np.ndarray:
-    """``[N, A], [N, A] -> [N]``: KL(target || prior) per row, in nats
-    (a prior below 1e-8 counted as 1e-8). Summed column by column
-    (:func:`~zeroloop.engine.search.tree.row_sums`), so a row's bits do not
-    depend on the games searched beside it: the shards stay independent of the
-    workers and of the games in flight."""
-    target = target.astype(np.float64)
-    logs = np.log(np.maximum(target, 1e-30)) - np.log(np.maximum(prior.astype(np.float64), 1e-8))
-    return np.maximum(row_sums(np.where(target > 0, target * logs, 0.0)), 0.0)
 
 
 def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, selfplay: SelfplayConfig,
@@ -197,10 +164,6 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
     random plies are (not trained on), so rules with a history (Go's superko)
     see the same game. An empty archive draws nothing: the games of p = 0.
 
-    With ``selfplay.policy_surprise`` s > 0 each record carries training
-    weights (:func:`surprise_weights` of each full search's
-    :func:`policy_surprise`); the games themselves do not change.
-
     ``timer``, when given, is charged the time of each part of the run
     (:mod:`zeroloop.engine.timing`; ``on_game`` counts as records); give the
     evaluator the same one to split its call into encoding, cache, batching
@@ -211,7 +174,7 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
     if timer is not None:
         timer.start()
     schedule, cap, opening_plies = selfplay.schedule, selfplay.cap, selfplay.opening_plies
-    archive_p, surprise_share = selfplay.archive_starts, selfplay.policy_surprise
+    archive_p = selfplay.archive_starts
     # position k of the archive is game j's ply k - ends[j], ends[j] <= k < ends[j + 1]
     ends = np.concatenate([[0], np.cumsum([len(a) for a in archive] if archive_p else [], dtype=np.int64)])
     slots = min(in_flight, len(seeds))
@@ -237,8 +200,6 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
             rec.policies.append(np.where(legal, np.float32(1 / legal.sum()), np.float32(0)))
             rec.values.append(0.0)
             rec.full.append(False)
-            if surprise_share:
-                rec.surprise.append(0.0)
             state = game.apply(state, action)
 
         if ends[-1] and rng.random() < archive_p:
@@ -282,15 +243,12 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
                                    [running[slot].rng for slot in group])
             if timer is not None:
                 timer.lap("move choice")
-            surprise = policy_surprise(res.policy, res.net_priors) if surprise_share else None
             for j, (slot, action) in enumerate(zip(group, actions)):
                 rec = running[slot]
                 rec.actions.append(action)
                 rec.policies.append(res.policy[j].astype(np.float32))
                 rec.values.append(float(res.value[j]))
                 rec.full.append(is_full)
-                if surprise is not None:
-                    rec.surprise.append(float(surprise[j]))
                 if timer is not None:
                     timer.lap("records")
                 new = mcts.advance(slot, action)  # charges its rules and tree
@@ -298,11 +256,8 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
                     finished.append((slot, new))
         for slot, new in sorted(finished):
             rec = running.pop(slot)
-            full = np.asarray(rec.full, np.bool_)
-            weights = (surprise_weights(np.asarray(rec.surprise), full, surprise_share) if surprise_share
-                       else None)
             record = GameRecord(rec.actions, np.stack(rec.policies), np.asarray(rec.values, np.float32),
-                                first_player_result(new), full, weights)
+                                first_player_result(new), np.asarray(rec.full, np.bool_))
             done[rec.index] = record
             if on_game is not None:
                 on_game(rec.index, record)
@@ -322,9 +277,8 @@ def records_to_arrays(game: Game, records: list[GameRecord]) -> dict[str, np.nda
     result from the side to move. value: ``[N]`` float16 root values.
     actions: ``[N]`` int16 moves played. full (only when some position is
     not a training sample): ``[N]`` bool, whether the position came from a full
-    search (:class:`PlayoutCap`). weight (only when the records carry
-    weights, ``selfplay.policy_surprise``): ``[N]`` float16 training weights.
-    lengths / results: ``[G]`` per game (results from the first player's view).
+    search (:class:`PlayoutCap`). lengths / results: ``[G]`` per game
+    (results from the first player's view).
     """
     planes, z = [], []
     for r in records:
@@ -339,9 +293,6 @@ def records_to_arrays(game: Game, records: list[GameRecord]) -> dict[str, np.nda
     full = np.concatenate([r.full for r in records]) if records else np.zeros(0, np.bool_)
     # written only when some position is not a training sample: shards without a cap stay as they were
     extra = {} if full.all() else {"full": full}
-    if records and any(r.weights is not None for r in records):
-        extra["weight"] = np.concatenate([np.ones(len(r.actions), np.float32) if r.weights is None
-                                          else r.weights for r in records]).astype(np.float16)
     return {**extra,
         "planes": np.concatenate(planes) if planes else np.zeros((0, 0), np.uint8),
         "policy": (np.concatenate([r.policies for r in records]) if records
@@ -370,9 +321,8 @@ def arrays_to_records(arrays: dict[str, np.ndarray]) -> list[GameRecord]:
     for length, result in zip(arrays["lengths"].tolist(), arrays["results"].tolist()):
         end = start + length
         full = arrays["full"][start:end] if "full" in arrays else None  # shards before the playout cap
-        weights = arrays["weight"][start:end].astype(np.float32) if "weight" in arrays else None
         out.append(GameRecord(arrays["actions"][start:end].tolist(),
                               arrays["policy"][start:end].astype(np.float32),
-                              arrays["value"][start:end].astype(np.float32), float(result), full, weights))
+                              arrays["value"][start:end].astype(np.float32), float(result), full))
         start = end
     return out

@@ -97,9 +97,6 @@ class SearchResult:
     value: ``[S]`` root value for the side to move (visit-weighted mean of Q;
         the evaluator's value when no simulation ran).
     priors: ``[S, A]`` root priors used in the search (noise included).
-    net_priors: ``[S, A]`` the root priors as the evaluator gave them, before
-        any root noise (KataGo's policy surprise is the target's divergence
-        from these).
     policy: ``[S, A]`` the policy target: the visit distribution (PUCT) or the
         improved policy from completed Q-values (Gumbel).
     action: ``[S]`` the move the search chose (Gumbel: the winner of the
@@ -113,7 +110,6 @@ class SearchResult:
     priors: np.ndarray
     policy: np.ndarray | None = None
     action: np.ndarray | None = None
-    net_priors: np.ndarray | None = None
 
 
 def row_sums(x: np.ndarray) -> np.ndarray:
@@ -159,7 +155,6 @@ class BatchedMCTS:
         self.slots = K.Slots(roots, roots + 1, np.zeros(num_slots, dtype=np.int64), self.cap)
         self.states: list[State | None] = [None] * rows
         self._noised = np.zeros(num_slots, dtype=bool)
-        self._net_prior = np.zeros((num_slots, game.num_actions), np.float32)  # a noised root's, before
         self._active = np.zeros(num_slots, dtype=bool)
         self._order = np.empty(self.cap, dtype=np.int64)
         # Gumbel's root state (sized 1 when the search is PUCT, which only passes it on)
@@ -326,8 +321,7 @@ class BatchedMCTS:
             halving = gumbel.score[g] + sigma(gumbel.q, max_n, params.c_visit, params.c_scale)
             final = np.where(most, halving, -np.inf)
             action[j] = int(final.argmax())
-        return SearchResult(plain.visits, plain.q, plain.value, plain.priors, policy, action,
-                            plain.net_priors)
+        return SearchResult(plain.visits, plain.q, plain.value, plain.priors, policy, action)
 
     def _expand_new_roots(self, slots: np.ndarray, params: K.Params) -> None:
         fresh = [int(g) for g in slots if self.tree.node_kind[self.slots.root[g]] == K.NEW]
@@ -452,7 +446,6 @@ class BatchedMCTS:
         legal = np.flatnonzero(self.tree.legal[root])
         eps = self.config.dirichlet_epsilon
         noise = self.slot_rng[slot].dirichlet(np.full(len(legal), self.config.dirichlet_alpha))
-        self._net_prior[slot] = prior[root]
         prior[root, legal] = (1 - eps) * prior[root, legal] + eps * noise
 
     def _root_result(self, slots: np.ndarray) -> SearchResult:
@@ -464,6 +457,4 @@ class BatchedMCTS:
         value = np.where(total > 0, row_sums(w) / np.maximum(total, 1), tree.node_value[roots])
         # the visit distribution, PUCT's policy target (visit counts are whole numbers: exact sums)
         policy = np.divide(visits, total[:, None], out=np.zeros_like(visits), where=total[:, None] > 0)
-        priors = tree.prior[roots].copy()
-        net_priors = np.where(self._noised[slots][:, None], self._net_prior[slots], priors)
-        return SearchResult(visits, q, value.astype(np.float32), priors, policy, net_priors=net_priors)
+        return SearchResult(visits, q, value.astype(np.float32), tree.prior[roots].copy(), policy)

@@ -111,7 +111,6 @@ class SelfplayJob:
             **({"opening_plies": s.opening_plies} if s.opening_plies else {}),
             **({"archive_starts": s.archive_starts, "archive_sha256": self.archive_sha256()}
                if s.archive_starts else {}),
-            **({"policy_surprise": s.policy_surprise} if s.policy_surprise else {}),
             # as resolved on this machine; fp32 is left out, so that shards made before the key
             # existed are still reused
             **({"precision": p} if (p := self._precision()) != "fp32" else {}),

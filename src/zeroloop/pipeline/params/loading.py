@@ -64,7 +64,8 @@ REPLACED = {"gate.sprt.elo0": _CENTRED, "gate.sprt.elo1": _CENTRED,
 #: commit with all of issue 50's removals)
 ISSUE_50_AT = "cdcab39"
 _ROUND_22 = "the area as an ownership target measured level on Go 7x7 in round 22 of the lab notebook"
-REMOVED_AT = {"net.ownership": "72a4cf9", "train.ownership_weight": "72a4cf9", "net.soft_policy": "aacb397"}
+REMOVED_AT = {"net.ownership": "72a4cf9", "train.ownership_weight": "72a4cf9", "net.soft_policy": "aacb397",
+              "selfplay.policy_surprise": "8792698"}
 _ROUND_12 = "level or worse in round 12 of the lab notebook"
 REMOVED = {
     "net.opponent_policy": "the opponent-reply head measured level in round 18 of the lab notebook",
@@ -90,6 +91,8 @@ REMOVED = {
     "net.ownership": _ROUND_22 + " (and on Connect Four in round 19)",
     "train.ownership_weight": _ROUND_22,
     "net.soft_policy": "KataGo's soft policy head measured worse-leaning in round 28 of the lab notebook",
+    "selfplay.policy_surprise": "KataGo's policy surprise weighting measured level in round 29 of the lab "
+                                "notebook",
 }
 
 

@@ -10,9 +10,6 @@ to move: the game result, or its mix with the root search value
 ``train.l2``) over every weight, or over convolution and linear weights only
 (``train.decay_norm_and_bias: false``); with plain SGD this equals weight decay
 ``2c``. ``adamw`` adds decoupled weight decay over the same parameters.
-
-Samples with weights (``selfplay.policy_surprise``) weigh each sample's value
-and policy terms by its weight.
 """
 
 from __future__ import annotations
@@ -37,18 +34,11 @@ def decayed_parameters(net: torch.nn.Module, norm_and_bias: bool) -> list[torch.
 
 
 def alphazero_loss(logits: torch.Tensor, value: torch.Tensor, pi: torch.Tensor, z: torch.Tensor,
-                   params: list[torch.Tensor], l2: float, weight: torch.Tensor | None = None
-                   ) -> dict[str, torch.Tensor]:
+                   params: list[torch.Tensor], l2: float) -> dict[str, torch.Tensor]:
     """logits ``[B, A]``, value ``[B]``, pi ``[B, A]``, z ``[B]``: the batch-mean
-    value and policy terms, the L2 term and their sum (``loss``). ``weight``
-    ``[B]``, when given, weighs each sample's value and policy terms (a
-    weighted batch mean: weights of mean 1 keep the loss's scale)."""
-    if weight is None:
-        value_loss = F.mse_loss(value, z)
-        policy_loss = -(pi * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
-    else:
-        value_loss = (weight * (value - z) ** 2).mean()
-        policy_loss = -(weight * (pi * F.log_softmax(logits, dim=1)).sum(dim=1)).mean()
+    value and policy terms, the L2 term and their sum (``loss``)."""
+    value_loss = F.mse_loss(value, z)
+    policy_loss = -(pi * F.log_softmax(logits, dim=1)).sum(dim=1).mean()
     l2_term = l2 * sum((p * p).sum() for p in params) if l2 else torch.zeros((), device=value.device)
     return {"loss": value_loss + policy_loss + l2_term, "value_loss": value_loss,
             "policy_loss": policy_loss, "l2": l2_term}
@@ -104,8 +94,6 @@ class ReplayDataModule(pl.LightningDataModule):
     def _dataset(self, idx: np.ndarray) -> TensorDataset:
         d = self.data
         columns = [d.planes[idx], d.policy[idx], self.value[idx]]
-        if d.weight is not None:
-            columns.append(d.weight[idx])
         return TensorDataset(*(torch.from_numpy(c) for c in columns))
 
     def train_dataloader(self) -> DataLoader:
@@ -138,14 +126,13 @@ class AlphaZeroModule(pl.LightningModule):
         return self.net(x)
 
     def _step(self, batch, stage: str) -> torch.Tensor:
-        planes, pi, z, *weight = batch
+        planes, pi, z = batch
         if stage == "train" and self.augment is not None:
             planes, pi = self.augment.random(planes, pi, self._gen)
         if self.channels_last:
             planes = planes.contiguous(memory_format=torch.channels_last)
         logits, value = self.net(planes)
-        parts = alphazero_loss(logits, value, pi, z, self._decayed, self.optim.l2,
-                               weight[0] if weight else None)
+        parts = alphazero_loss(logits, value, pi, z, self._decayed, self.optim.l2)
         with torch.no_grad():
             # the policy's entropy floor: cross-entropy minus this is the KL to the target
             target_entropy = -(pi * torch.log(pi.clamp_min(1e-12))).sum(1).mean()

@@ -18,14 +18,12 @@ from zeroloop.pipeline.data.storage import DamagedFileError, load_shard
 class ReplayData:
     """planes ``[N, 4, H, W]`` float32, policy ``[N, A]`` float32 (rows sum
     to 1), z ``[N]`` float32 results and q ``[N]`` float32 root search values,
-    both from the side to move; weight ``[N]`` float32 training weights
-    (``selfplay.policy_surprise``), None when every sample weighs the same."""
+    both from the side to move."""
 
     planes: np.ndarray
     policy: np.ndarray
     z: np.ndarray
     q: np.ndarray
-    weight: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.z)
@@ -35,8 +33,7 @@ class ReplayData:
         its occurrences (as the Oracle Connect Four series trained): the
         opening positions that every game repeats stop dominating the window,
         and a position's targets average the noise of its games. Positions in
-        order of their first occurrence. Weights, when there are, are
-        averaged alike."""
+        order of their first occurrence."""
         n = len(self)
         flat = np.ascontiguousarray(self.planes.reshape(n, -1))
         keys = flat.view(np.dtype((np.void, flat.shape[1] * flat.itemsize))).ravel()
@@ -52,8 +49,7 @@ class ReplayData:
             np.add.at(total, row, x)
             return (total / counts[order].reshape((-1,) + (1,) * (x.ndim - 1))).astype(np.float32)
 
-        return ReplayData(self.planes[first[order]], mean(self.policy), mean(self.z), mean(self.q),
-                          None if self.weight is None else mean(self.weight))
+        return ReplayData(self.planes[first[order]], mean(self.policy), mean(self.z), mean(self.q))
 
     def value_target(self, q_weight: float) -> np.ndarray:
         """``(1 - w) z + w q``, float32, ``w = q_weight``."""
@@ -63,9 +59,8 @@ class ReplayData:
 
 
 def load_replay(game: Game, shards: Sequence[str | Path]) -> ReplayData:
-    """Read and check shards (checksum, game); positions of all of them. Weights
-    come back when some shard has them (a shard without weighs 1 a position)."""
-    planes, policy, z, q, weight = [], [], [], [], []
+    """Read and check shards (checksum, game); positions of all of them."""
+    planes, policy, z, q = [], [], [], []
     for path in shards:
         arrays, meta = load_shard(path)
         made_for = meta.get("identity", {}).get("game")
@@ -79,13 +74,9 @@ def load_replay(game: Game, shards: Sequence[str | Path]) -> ReplayData:
         policy.append(full[keep])
         z.append(arrays["z"][keep].astype(np.float32))
         q.append(arrays["value"][keep].astype(np.float32))
-        weight.append(arrays["weight"][keep].astype(np.float32) if "weight" in arrays else None)
     if not planes:
         raise ValueError("the replay window holds no shards")
-    weights = (None if all(w is None for w in weight) else
-               np.concatenate([np.ones(len(x), np.float32) if w is None else w for w, x in zip(weight, z)]))
-    return ReplayData(np.concatenate(planes), np.concatenate(policy), np.concatenate(z), np.concatenate(q),
-                      weights)
+    return ReplayData(np.concatenate(planes), np.concatenate(policy), np.concatenate(z), np.concatenate(q))
 
 
 class SymmetryAugment:
