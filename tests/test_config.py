@@ -99,8 +99,8 @@ def test_a_preset_with_a_bad_key_names_the_preset_file(tmp_path):
      "'net.soft_policy' was removed: KataGo's soft policy head measured worse-leaning in round 28 of the lab "
      "notebook; its code is at commit aacb397 (delete the line)"),
     ({"selfplay": {"policy_surprise": 0.5}},
-     "'selfplay.policy_surprise' was removed: KataGo's policy surprise weighting measured level in round 29 of "
-     "the lab notebook; its code is at commit 8792698 (delete the line)"),
+     "'selfplay.policy_surprise' was removed: KataGo's policy surprise weighting measured level in round 29 "
+     "of the lab notebook; its code is at commit 8792698 (delete the line)"),
     ({"evaluate": {"solver_positions": 5}},
      "unknown key 'evaluate.solver_positions'; renamed to 'evaluate.positions_per_group'"),
     ({"net": {"kind": "transformer"}},
