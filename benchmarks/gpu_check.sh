@@ -4,7 +4,8 @@
 #   1. the machine: GPU, driver, Python, PyTorch, CPU;
 #   2. the CUDA tests (tests/test_inference.py: CUDA answers as the CPU through pinned buffers);
 #   3. `make bench`'s self-play benchmark on CUDA: the pipeline's batch (32) and a GPU-sized one (512),
-#      and training throughput (raw loop and Lightning's fit) on CUDA;
+#      8 workers at batch 256 (GPU_CHECK_WIDE_WORKERS; issue 51's yardstick), and training throughput
+#      (raw loop and Lightning's fit) on CUDA;
 #   4. a short pipeline, `dvc repro` with `runtime.device: cuda` (1 generation of Connect Four,
 #      the default net, 200 games) in a scratch copy of the checkout, with its
 #      stage times and results.
@@ -79,6 +80,11 @@ if has bench; then
     $PY benchmarks/selfplay_throughput.py --device "$DEVICE" --precision auto --workers "$WORKERS" $args \
       || failed="$failed bench"
   done
+  # issue 51's GPU yardstick, the H100's best row of 2026-11-24 (8 workers at batch 256, 512 in flight,
+  # 256 games each: 257,805 simulations/s in bf16), here in the pipeline's precision on CUDA (auto: fp32)
+  args="--eval-batch 256 --in-flight 512 --games 256 --workers ${GPU_CHECK_WIDE_WORKERS:-8}"
+  say "self-play benchmark on $DEVICE: $args"
+  $PY benchmarks/selfplay_throughput.py --device "$DEVICE" --precision auto $args || failed="$failed bench"
 fi
 
 if has train; then
