@@ -5,14 +5,15 @@
 #   2. the CUDA tests (tests/test_inference.py: CUDA answers as the CPU through pinned buffers);
 #   3. `make bench`'s self-play benchmark on CUDA: the pipeline's batch (32) and a GPU-sized one (512),
 #      8 workers at batch 256 (GPU_CHECK_WIDE_WORKERS; issue 51's yardstick), and training throughput
-#      (raw loop and Lightning's fit) on CUDA;
+#      (raw loop and Lightning's fit) on CUDA; per net family (5x64, gpool:3x32, mlp:3x512), a network
+#      call and a training step (benchmarks/net_sizes.py) in fp32 and bf16;
 #   4. a short pipeline, `dvc repro` with `runtime.device: cuda` (1 generation of Connect Four,
 #      the default net, 200 games) in a scratch copy of the checkout, with its
 #      stage times and results.
 #
 #   bash benchmarks/gpu_check.sh [OUTDIR]        # OUTDIR: where the log and results go ($OUT, else /tmp/gpu_check)
 #
-# Environment: GPU_CHECK_STEPS (default "machine tests bench train repro": any of them, in that order;
+# Environment: GPU_CHECK_STEPS (default "machine tests bench nets train repro": any of them, in that order;
 # "params" alone only prepares and validates the scratch repository, as the suite's smoke test does),
 # GPU_CHECK_DEVICE (default cuda; cpu runs the same steps here, for the suite's smoke test),
 # GPU_CHECK_GAMES (200), GPU_CHECK_GENERATIONS (1), GPU_CHECK_WORKERS (4). Sized to end within a few
@@ -24,7 +25,7 @@
 set -u -o pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 OUTDIR=${1:-${OUT:-/tmp/gpu_check}}
-STEPS=${GPU_CHECK_STEPS:-machine tests bench train repro}
+STEPS=${GPU_CHECK_STEPS:-machine tests bench nets train repro}
 DEVICE=${GPU_CHECK_DEVICE:-cuda}
 GAMES=${GPU_CHECK_GAMES:-200}
 GENS=${GPU_CHECK_GENERATIONS:-1}
@@ -85,6 +86,16 @@ if has bench; then
   args="--eval-batch 256 --in-flight 512 --games 256 --workers ${GPU_CHECK_WIDE_WORKERS:-8}"
   say "self-play benchmark on $DEVICE: $args"
   $PY benchmarks/selfplay_throughput.py --device "$DEVICE" --precision auto $args || failed="$failed bench"
+fi
+
+if has nets; then
+  # issue 51 part 2 on CUDA: what a call and a training step cost per net family, at the pipeline's
+  # batch and at 256, fp32 (what auto picks on CUDA) and bf16
+  for args in "--batch 32 --precision fp32" "--batch 256 --precision fp32" "--batch 256 --precision bf16"; do
+    say "net sizes on $DEVICE: $args"
+    $PY benchmarks/net_sizes.py --device "$DEVICE" --nets 5x64,gpool:3x32,mlp:3x512 --seconds 2 $args \
+      || failed="$failed nets"
+  done
 fi
 
 if has train; then

@@ -14,7 +14,12 @@ the net's own self-play positions (int8 calibration's
 :func:`~zeroloop.engine.nn.int8.calibration_planes`), one torch thread.
 
     python benchmarks/net_sizes.py [--nets 5x64,6x96,10x64,8x64,6x80] [--game connect4]
-        [--batch 32] [--train-batch 512] [--seconds 4] [--precision auto|fp32|bf16|int8]
+        [--batch 32] [--train-batch 512] [--seconds 4] [--precision auto|fp32|bf16|fp16|int8]
+        [--device cpu|cuda[:N]|auto]
+
+On CUDA (``benchmarks/gpu_check.sh`` runs it there) the call and the step are
+timed to the device's end of each (synchronised), in the trainer's layout
+there (NCHW); int8 is the CPU's alone, fp16 CUDA's.
 
 A net is ``BLOCKSxCHANNELS`` (a resnet), ``gpool:BLOCKSxCHANNELS`` or
 ``mlp:LAYERSxHIDDEN``; the families of issue 51: ``--nets 5x64,gpool:3x32,mlp:3x512``.
@@ -68,8 +73,9 @@ def main() -> None:
     ap.add_argument("--train-batch", type=int, default=512,
                     help="positions a training step (train.batch_size)")
     ap.add_argument("--seconds", type=float, default=4.0, help="measuring time per net and kind")
-    ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "int8"],
+    ap.add_argument("--precision", default="auto", choices=["auto", "fp32", "bf16", "fp16", "int8"],
                     help="the network call's number format (auto: what runtime.precision: auto picks here)")
+    ap.add_argument("--device", default="cpu", help="cpu (default), cuda[:N] or auto (CUDA when present)")
     a = ap.parse_args()
 
     import numpy as np
@@ -77,7 +83,7 @@ def main() -> None:
 
     torch.set_num_threads(1)
     from zeroloop.engine.games import make_game
-    from zeroloop.engine.nn.inference import NetworkEvaluator, inference_net
+    from zeroloop.engine.nn.inference import NetworkEvaluator, inference_net, resolve_device
     from zeroloop.engine.nn.int8 import calibration_planes
     from zeroloop.engine.nn.machine import describe, summary_line
     from zeroloop.engine.nn.net import NetConfig, PolicyValueNet, flops_per_position
@@ -85,7 +91,12 @@ def main() -> None:
     from zeroloop.pipeline.training.module import alphazero_loss, channels_last_on
 
     game = make_game(a.game)
-    print(f"machine: {summary_line(describe('cpu', a.precision), a.precision)}; 1 torch thread; "
+    try:
+        device = resolve_device(a.device)
+    except ValueError as exc:
+        ap.error(str(exc))
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    print(f"machine: {summary_line(describe(device, a.precision), a.precision)}; 1 torch thread; "
           f"network call: batch {a.batch}; training step: fp32, channels-last where the trainer uses it "
           f"(convolutions), batch {a.train_batch}")
     rows = []
@@ -95,17 +106,18 @@ def main() -> None:
         net = PolicyValueNet.for_game(game, config)
         flops = flops_per_position(net)
         # self-play's own network call (BatchNorm folded, at the precision asked, softmax priors)
-        evaluator = NetworkEvaluator(game, net, "cpu", precision=a.precision)
+        evaluator = NetworkEvaluator(game, net, str(device), precision=a.precision)
         planes = calibration_planes(game, inference_net(net), a.batch)
         infer = _timed(lambda e=evaluator, x=planes: e.evaluate_planes(x), a.seconds)
 
         # a training step as the trainer takes it: its layout, the AlphaZero loss with L2, Adam
-        nhwc = channels_last_on(TrainConfig(), "cpu", net)
+        nhwc = channels_last_on(TrainConfig(), device.type, net)
         layout = torch.channels_last if nhwc else torch.contiguous_format
-        net = net.train().to(memory_format=layout)
+        net = net.train().to(device, memory_format=layout)
         opt = torch.optim.Adam(net.parameters(), lr=1e-3)
         reps = -(-a.train_batch // len(planes))
-        x = torch.from_numpy(np.repeat(planes, reps, axis=0)[:a.train_batch]).contiguous(memory_format=layout)
+        x = torch.from_numpy(np.repeat(planes, reps, axis=0)[:a.train_batch]).to(device).contiguous(
+            memory_format=layout)
         with torch.no_grad():
             pi, z = (t.float() for t in evaluator.net(x.to(evaluator.dtype)))
         pi, z = torch.softmax(pi, dim=1), z.clamp(-1, 1)
@@ -116,6 +128,7 @@ def main() -> None:
             logits, value = n(xb)
             alphazero_loss(logits, value, pi, z, ps, 1e-4)["loss"].backward()
             o.step()
+            sync()
         train = _timed(step, a.seconds)
         size = sum(p.numel() for p in params)
         rows.append((config.shape, size, flops, infer, train))

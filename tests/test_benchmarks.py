@@ -61,7 +61,7 @@ SMOKE = {
          "onnxruntime-avx2", "/onnxruntime/__init__.py haswell"]),
     "net_sizes.py": (
         ["--nets", "1x8,gpool:2x8,mlp:2x16", "--seconds", "0.01", "--batch", "4", "--train-batch", "8",
-         "--precision", "int8"],
+         "--precision", "int8", "--device", "cpu"],
         ["machine: network int8 (precision int8)", "1x8: ", "gpool 2x8: ", "mlp 2x16: ", "MFLOP a position",
          "positions/s", "samples/s", "ratio to 1x8 (this run)", "| gpool 2x8 | ", "| mlp 2x16 | "]),
     "train_throughput.py": (
@@ -142,6 +142,13 @@ def test_selfplay_ceiling_refuses_a_net_it_does_not_know():
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "--nets 'mlp9': expected const" in out.stderr
+
+
+def test_net_sizes_refuses_a_device_it_does_not_know():
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "net_sizes.py"), "--device", "tpu", "--nets", "1x8"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "device 'tpu': expected auto, cpu or cuda[:N]" in out.stderr
 
 
 def _gate_simulation():
