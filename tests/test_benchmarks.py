@@ -145,8 +145,8 @@ def test_selfplay_ceiling_refuses_a_net_it_does_not_know():
 
 
 def test_net_sizes_refuses_a_device_it_does_not_know():
-    out = subprocess.run([sys.executable, str(BENCHMARKS / "net_sizes.py"), "--device", "tpu", "--nets", "1x8"],
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run([sys.executable, str(BENCHMARKS / "net_sizes.py"), "--device", "tpu", "--nets",
+                          "1x8"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "device 'tpu': expected auto, cpu or cuda[:N]" in out.stderr
 
