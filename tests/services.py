@@ -196,7 +196,8 @@ class MlflowServer:
             # as docs/cluster.md: the file holds no secret; the admin's credentials come from the environment
             ini.write_text("[mlflow]\ndefault_permission = READ\n"
                            f"database_uri = sqlite:///{self.workdir / 'auth.db'}\n"
-                           "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n")
+                           "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+                           "auth_cache_ttl_seconds = 300\n")
             env.update(MLFLOW_AUTH_CONFIG_PATH=str(ini), MLFLOW_FLASK_SERVER_SECRET_KEY="test-secret",
                        MLFLOW_AUTH_ADMIN_USERNAME=auth[0], MLFLOW_AUTH_ADMIN_PASSWORD=auth[1])
             cmd += ["--app-name", "basic-auth"]

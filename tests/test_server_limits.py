@@ -189,19 +189,15 @@ def test_a_full_server_refuses_new_games_and_never_drops_a_live_one(tmp_path):
 
 def test_while_the_engine_thinks_pollers_get_answers_at_once(server):
     """More pollers than the server has threads (anyio's pool: 40) while one
-    game's engine searches 20000 simulations: each answers at once."""
+    game's engine searches 20000 simulations: each answers at once; then the
+    thinking request disconnects, which ends the search and plays no move."""
     url, _ = server
     sid = _session(url)
-    ai = {}
-
-    def think():
-        try:  # disconnecting after 20 s cancels the search
-            ai["status"] = httpx.post(f"{url}/api/sessions/{sid}/ai", timeout=20.0).status_code
-        except httpx.TimeoutException:
-            ai["status"] = "cancelled"
-
-    thinker = threading.Thread(target=think)
-    thinker.start()
+    host, port = url.removeprefix("http://").split(":")
+    # the search's request on a socket of its own, so that the test can hang up on it
+    thinker = socket.create_connection((host, int(port)), timeout=5)
+    thinker.sendall(f"POST /api/sessions/{sid}/ai HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\n\r\n"
+                    .encode())
     # the server's first search compiles the numba kernels (about 6 s alone on 2 cores, more while the
     # suite's other worker runs): the wait for it to start allows for that
     deadline = time.time() + 30
@@ -228,5 +224,13 @@ def test_while_the_engine_thinks_pollers_get_answers_at_once(server):
     assert r.status_code == 409 and "thinking" in r.json()["error"]
     r = httpx.post(f"{url}/api/sessions/{sid}/ai", timeout=5)
     assert r.status_code == 409
-    assert ai == {}, "the search ended before the pollers were done"  # so they really polled a search
-    thinker.join(timeout=40)
+    thinker.setblocking(False)
+    with pytest.raises(BlockingIOError):  # no answer yet: the pollers really polled a search
+        thinker.recv(1)
+    moves = len(httpx.get(f"{url}/api/sessions/{sid}", timeout=5).json()["moves"])
+    thinker.close()  # hanging up cancels the search
+    deadline = time.time() + 5  # a chunk of the search, not the rest of its 20000 simulations
+    while (state := httpx.get(f"{url}/api/sessions/{sid}", timeout=5).json())["thinking"]:
+        assert time.time() < deadline, "the search went on after its request hung up"
+        time.sleep(0.1)
+    assert len(state["moves"]) == moves  # and its move was not played

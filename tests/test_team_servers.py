@@ -308,6 +308,10 @@ def test_a_basic_auth_server_takes_the_teams_runs_and_refuses_others(tmp_path, a
     for s in ("selfplay", "train"):
         out = stage(root, env, s, "--gen", "1", "--prev", "0")
         assert "alice-password-123" not in out.stdout + out.stderr
+    # the server keeps checked credentials (auth_cache_ttl_seconds), never a wrong password beside them
+    r = requests.get(f"{auth_server.url}/api/2.0/mlflow/experiments/search?max_results=1",
+                     auth=("alice", "wrong-pw-77"), timeout=30)
+    assert r.status_code == 401
     from mlflow.tracking import MlflowClient
 
     os.environ.update(MLFLOW_TRACKING_USERNAME="alice", MLFLOW_TRACKING_PASSWORD="alice-password-123")
