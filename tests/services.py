@@ -163,32 +163,6 @@ def stage(root: Path, env: dict, *args: str, check: bool = True, timeout: float 
     return out
 
 
-def stage_here(root: Path, env: dict[str, str], *args: str) -> str:
-    """A stage run through its entry point in this process, where the process
-    is not what a test checks (a chain set up for the test's real subject):
-    the same code as :func:`stage` without a new interpreter's imports (a tiny
-    chain's four stages: 41 CPU-s as processes, 1-4 in a warm one, Zen 3).
-    ``env``'s variables are set for the call and put back after; it must end
-    with exit 0; returns what it printed."""
-    import contextlib
-    import io
-
-    from zeroloop.pipeline.stages.__main__ import main
-
-    saved, cwd, err = dict(os.environ), os.getcwd(), io.StringIO()
-    os.environ.update(env)
-    try:
-        os.chdir(root)
-        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(err):
-            code = main(list(args))
-    finally:
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(saved)
-    assert code == 0, f"{args} failed:\n{err.getvalue()[-3000:]}"
-    return err.getvalue()
-
-
 def clean_env(**extra: str) -> dict:
     """This process's environment without tracking or cluster settings, the venv first on PATH."""
     drop = ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD",

@@ -6,7 +6,6 @@ import sys
 import torch
 import yaml
 
-from services import stage_here
 from zeroloop.pipeline.params import parse_params
 
 
@@ -92,8 +91,12 @@ def test_a_manifest_that_lost_a_shard_entry_is_refused(tmp_path, mlflow_db):
     import shutil
 
     _full(tmp_path)
+    env_db = {"MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
     for args in (["init"], ["selfplay", "--gen", "1", "--prev", "0"]):
-        stage_here(tmp_path, {"MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}, *args)
+        out = subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300,
+                             env={**__import__("os").environ, **env_db})
+        assert out.returncode == 0, out.stderr
     manifest = tmp_path / "data/gen_1/manifest.json"
     good = manifest.read_text()
     data = json.loads(good)
@@ -125,16 +128,21 @@ def test_the_stage_chain_runs_with_an_mlp(tmp_path, mlflow_db):
     """init, self-play (int8 where the CPU has it, as the default precision
     picks), training and the gate with ``net.kind: mlp``: every model file of
     the chain is an MLP's, with its kind in the header."""
+    import os
 
     from zeroloop.engine.nn.net import MLPNet
     from zeroloop.pipeline.data.storage import load_model, read_model_header
 
     net = {"kind": "mlp", "hidden": 16, "layers": 2, "value_hidden": 8}
     _full(tmp_path, net=net, gate={"games": 2, "simulations": 4, "sprt": {"enabled": False}})
-    env = {"MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
-    assert "random mlp 2x16 network" in stage_here(tmp_path, env, "init")
-    for stage_name in ("selfplay", "train", "gate"):
-        stage_here(tmp_path, env, stage_name, "--gen", "1", "--prev", "0")
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
+    for args in (["init"], ["selfplay", "--gen", "1", "--prev", "0"], ["train", "--gen", "1", "--prev", "0"],
+                 ["gate", "--gen", "1", "--prev", "0"]):
+        out = subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=300, env=env)
+        assert out.returncode == 0, out.stderr
+        if args == ["init"]:
+            assert "random mlp 2x16 network" in out.stdout + out.stderr
     models = tmp_path / "models/generations"
     for path in (models / "gen_0/best.pt", models / "gen_1/candidate.pt", models / "gen_1/best.pt"):
         assert read_model_header(path)["net"] == net
