@@ -21,6 +21,35 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(autouse=True, scope="session")
+def _warm_stages(tmp_path_factory):
+    """Stages and ``zeroloop`` commands run as forks of one warm interpreter per
+    test process (tests/warm.py: each is still a process of its own, without the
+    seconds of imports); ``ZEROLOOP_TEST_COLD=1`` runs them all as new interpreters."""
+    import os
+
+    import services
+
+    if os.environ.get("ZEROLOOP_TEST_COLD"):
+        yield None
+        return
+    from warm import WarmServer
+
+    # every zeroloop process sets this before torch starts (runtime.process.init_worker_threads), and an
+    # in-process test sets it in this process: set once first, the server and its requests agree on it
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    server = WarmServer(tmp_path_factory.mktemp("warm"))
+    cold = (list(services.PYTHON), list(services.STAGES), list(services.ZEROLOOP))
+    services.PYTHON[:] = [server.python]
+    services.STAGES[:] = [server.python, *services.STAGES[1:]]
+    services.ZEROLOOP[:] = [server.zeroloop]
+    services.WARM_BIN[:] = [str(server.bin)]
+    yield server
+    services.PYTHON[:], services.STAGES[:], services.ZEROLOOP[:] = cold
+    services.WARM_BIN.clear()
+    server.close()
+
+
+@pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():
     """One torch thread, as the workers use (set here, never at import time)."""
     import torch

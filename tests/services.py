@@ -26,7 +26,13 @@ import yaml
 from zeroloop.pipeline.params import parse_params
 
 BIN = Path(sys.executable).parent
+#: how the tests start Python, a stage and the ``zeroloop`` command; while a warm server
+#: (tests/warm.py) serves this test process, conftest points them at its shims
+PYTHON = [sys.executable]
 STAGES = [sys.executable, "-m", "zeroloop.pipeline.stages"]
+ZEROLOOP = [str(BIN / "zeroloop")]
+#: the warm server's shim directory, first on a stage's PATH (DVC finds ``python`` there)
+WARM_BIN: list[str] = []
 PG_DIRS = [Path("/usr/lib/postgresql/15/bin"),
            *sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)]
 
@@ -163,12 +169,17 @@ def stage(root: Path, env: dict, *args: str, check: bool = True, timeout: float 
     return out
 
 
+def venv_path() -> str:
+    """PATH for stages and tools: the warm shims if any, then the venv, then this process's PATH."""
+    return os.pathsep.join([*WARM_BIN, str(BIN), os.environ["PATH"]])
+
+
 def clean_env(**extra: str) -> dict:
     """This process's environment without tracking or cluster settings, the venv first on PATH."""
     drop = ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD",
             "MLFLOW_FLASK_SERVER_SECRET_KEY")
     env = {k: v for k, v in os.environ.items() if k not in drop}
-    env.update(RAY_USAGE_STATS_ENABLED="0", PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", **extra)
+    env.update(RAY_USAGE_STATS_ENABLED="0", PATH=venv_path(), **extra)
     return env
 
 

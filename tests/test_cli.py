@@ -5,13 +5,14 @@ import sys
 
 import torch
 
+from services import PYTHON
 from zeroloop.engine.games import make_game
 from zeroloop.engine.nn import NetConfig, PolicyValueNet
 from zeroloop.pipeline.data.storage import save_model
 
 
 def run_cli(*args, stdin=""):
-    return subprocess.run([sys.executable, "-m", "zeroloop", *args], input=stdin,
+    return subprocess.run([*PYTHON, "-m", "zeroloop", *args], input=stdin,
                           capture_output=True, text=True, timeout=300)
 
 

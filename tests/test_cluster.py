@@ -18,11 +18,10 @@ import psutil
 import pytest
 import yaml
 
-from services import MlflowServer, free_port, kill_all, ray_processes
+from services import STAGES, ZEROLOOP, MlflowServer, free_port, kill_all, ray_processes, venv_path
 from zeroloop.pipeline.params import parse_params
 
 BIN = Path(sys.executable).parent
-STAGES = [sys.executable, "-m", "zeroloop.pipeline.stages"]
 
 TINY = {
     "game": "tictactoe", "seed": 5,
@@ -43,7 +42,7 @@ RAY_TOKEN = secrets.token_hex(32)
 def clean_env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
     env.update(RAY_USAGE_STATS_ENABLED="0", RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=RAY_TOKEN,
-               PATH=f"{BIN}{os.pathsep}{os.environ['PATH']}", **extra)
+               PATH=venv_path(), **extra)
     return env
 
 
@@ -279,7 +278,7 @@ def test_parallel_tuning_jobs_play_their_games_on_the_ray_cluster(tmp_path, ray_
                             "tune": {"games": 4, "rounds": 1, "simulations": 8, "reference": "random",
                                      "pruner": "none", "confirm_games": 0},
                             "mlflow": {"experiment": "tune-ray"}})
-    out = subprocess.run([str(BIN / "zeroloop"), "tune", "--trials", "2", "--jobs", "2", "--model",
+    out = subprocess.run([*ZEROLOOP, "tune", "--trials", "2", "--jobs", "2", "--model",
                           "model.pt", "--storage", "journal:optuna.journal", "--study", "ray"], cwd=tmp_path,
                          env=clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}"), capture_output=True,
                          text=True, timeout=600)

@@ -7,21 +7,19 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
 
-from services import BIN, clean_env, free_port, stage, write_params
+from services import BIN, ZEROLOOP, clean_env, free_port, stage, write_params
 
-STAGES = [sys.executable, "-m", "zeroloop.pipeline.stages"]
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
 
 
 def zeroloop(*args: str, cwd: Path, env: dict | None = None, timeout: float = 300):
-    return subprocess.run([str(BIN / "zeroloop"), *args], cwd=cwd, env=env or clean_env(),
+    return subprocess.run([*ZEROLOOP, *args], cwd=cwd, env=env or clean_env(),
                           capture_output=True,
                           text=True, timeout=timeout)
 

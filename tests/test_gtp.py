@@ -3,15 +3,13 @@ whole games against GnuGo, each engine driving the other over GTP."""
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
+from services import ZEROLOOP
 from zeroloop.engine.games import make_game
 from zeroloop.engine.gtp_client import GtpEngine, GtpError, find_gnugo, gnugo_command
-
-ZEROLOOP = [str(Path(sys.executable).parent / "zeroloop"), "gtp"]
 
 
 def test_a_scripted_session_answers_every_command_and_survives_bad_input():
@@ -20,7 +18,8 @@ def test_a_scripted_session_answers_every_command_and_survives_bad_input():
         "boardsize 7", "komi 6.5", "play black D4", "play white D4", "play b Z9", "play purple C3",
         "play w I3", "frobnicate", "2 genmove white", "play b D4", "undo", "undo", "final_score",
         "boardsize 30", "showboard", "# a comment line", "3 quit", "name"]) + "\n"
-    out = subprocess.run([*ZEROLOOP, "--game", "go-7", "--model", "random", "--sims", "8"], input=script,
+    out = subprocess.run([*ZEROLOOP, "gtp", "--game", "go-7", "--model", "random", "--sims", "8"],
+                         input=script,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     answers = out.stdout.split("\n\n")
@@ -55,16 +54,16 @@ def test_a_trained_size_is_kept_and_a_bad_model_is_one_line(tmp_path):
     torch.manual_seed(0)
     model = tmp_path / "go5.pt"
     save_model(model, PolicyValueNet.for_game(game, NetConfig(blocks=1, channels=8, value_hidden=8)), game)
-    out = subprocess.run([*ZEROLOOP, "--game", "go-5", "--model", str(model), "--sims", "4"],
+    out = subprocess.run([*ZEROLOOP, "gtp", "--game", "go-5", "--model", str(model), "--sims", "4"],
                          input="boardsize 9\nboardsize 5\ngenmove b\nquit\n", capture_output=True, text=True,
                          timeout=120)
     answers = out.stdout.split("\n\n")
     assert answers[0] == "? unacceptable size: the model plays 5x5" and answers[1] == "="
     assert answers[2].startswith("= ")
-    bad = subprocess.run([*ZEROLOOP, "--game", "go-7", "--model", str(model)], input="quit\n",
+    bad = subprocess.run([*ZEROLOOP, "gtp", "--game", "go-7", "--model", str(model)], input="quit\n",
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "model is for 'go-5', not 'go-7'" in bad.stderr
-    assert subprocess.run([*ZEROLOOP, "--game", "connect4"], capture_output=True, text=True,
+    assert subprocess.run([*ZEROLOOP, "gtp", "--game", "connect4"], capture_output=True, text=True,
                           timeout=120).returncode == 2
 
 
@@ -94,7 +93,7 @@ def test_whole_games_against_gnugo_over_gtp():
     if find_gnugo() is None:
         pytest.fail("GnuGo is not installed: `make gnugo` installs Debian's package (/usr/games/gnugo)")
     game = make_game("go-7")
-    cmd = [*ZEROLOOP, "--game", "go-7", "--model", "random", "--sims", "8"]
+    cmd = [*ZEROLOOP, "gtp", "--game", "go-7", "--model", "random", "--sims", "8"]
     for ours_black in (True, False):
         with GtpEngine(cmd, name="zeroloop") as ours, GtpEngine(gnugo_command(1, seed=1)) as gnugo:
             black, white = (ours, gnugo) if ours_black else (gnugo, ours)
@@ -169,7 +168,8 @@ def test_komi_that_is_not_a_finite_score_is_refused_and_the_old_komi_kept():
     ``?`` naming the value, and the komi before it stays."""
     script = "\n".join(["boardsize 7", "komi 6.5", "komi nan", "komi inf", "komi -inf", "komi 1e400",
                         "komi 50", "final_score", "boardsize 9", "komi 81", "boardsize 7", "quit"]) + "\n"
-    out = subprocess.run([*ZEROLOOP, "--game", "go-7", "--model", "random", "--sims", "4"], input=script,
+    out = subprocess.run([*ZEROLOOP, "gtp", "--game", "go-7", "--model", "random", "--sims", "4"],
+                         input=script,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     answers = out.stdout.split("\n\n")[:-1]
@@ -202,7 +202,8 @@ def test_handicap_time_and_status_commands_over_the_pipe():
         "boardsize 7", "set_free_handicap " + " ".join(black), "play w A1", "final_status_list dead",
         "final_status_list alive", "final_status_list seki", "final_status_list maybe",
         "kgs-genmove_cleanup b", "quit"]) + "\n"
-    out = subprocess.run([*ZEROLOOP, "--game", "go-7", "--model", "random", "--sims", "8"], input=script,
+    out = subprocess.run([*ZEROLOOP, "gtp", "--game", "go-7", "--model", "random", "--sims", "8"],
+                         input=script,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     a = out.stdout.split("\n\n")[:-1]
@@ -244,7 +245,7 @@ def test_a_whole_game_against_gnugo_on_a_five_second_clock():
     import time
 
     main = 5.0
-    cmd = [*ZEROLOOP, "--game", "go-7", "--model", "random", "--sims", "2000"]
+    cmd = [*ZEROLOOP, "gtp", "--game", "go-7", "--model", "random", "--sims", "2000"]
     with GtpEngine(cmd, name="zeroloop") as ours, GtpEngine(gnugo_command(1, seed=1)) as gnugo:
         for e in (ours, gnugo):
             e.send("boardsize 7")
@@ -291,7 +292,7 @@ def test_an_analysis_stream_is_read_live_and_stopped_by_play():
     move); ``play`` stops it: an empty line ends the stream, and ``play`` is
     answered as usual."""
     game = make_game("go-7")
-    proc = subprocess.Popen([*ZEROLOOP, "--game", "go-7", "--model", "random", "--sims", "8"],
+    proc = subprocess.Popen([*ZEROLOOP, "gtp", "--game", "go-7", "--model", "random", "--sims", "8"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
     try:
         proc.stdin.write("boardsize 7\nplay b D4\nplay w C3\n7 lz-analyze B 10\n")

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from services import ZEROLOOP, venv_path
 from zeroloop.pipeline.params import parse_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +53,7 @@ def repo(tmp_path, mlflow_db):
     full = parse_params(TINY).to_yaml_data()  # DVC wants every listed key present
     (repo / "params.yaml").write_text(yaml.safe_dump(full, sort_keys=False))
     shutil.move(mlflow_db, repo / "mlflow.db")
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = dict(os.environ, PATH=venv_path())
     env.pop("MLFLOW_TRACKING_URI", None)
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
@@ -90,7 +91,7 @@ def test_dvc_repro_end_to_end(repo, monkeypatch):
     val_moves = json.loads((repo / "data/positions.json").read_text())["moves"]
     test_moves = json.loads((repo / "data/test_positions.json").read_text())["moves"]
     assert len(test_moves) == 6 and not {tuple(m) for m in val_moves} & {tuple(m) for m in test_moves}
-    errors = subprocess.run([str(Path(sys.executable).parent / "zeroloop"), "errors", "champion", "gen0",
+    errors = subprocess.run([*ZEROLOOP, "errors", "champion", "gen0",
                              "--set", "both", "--json"], cwd=repo, env=env, capture_output=True, text=True,
                             timeout=300)
     assert errors.returncode == 0, errors.stderr
@@ -191,7 +192,7 @@ def test_dvc_repro_end_to_end(repo, monkeypatch):
     ran = dvc(repo, "exp", "run", "--temp", "-n", "uct20", "-S", "evaluate.uct_playouts=20", env=env).stdout
     assert "Running stage 'evaluate@1'" in ran and "Running stage 'report'" in ran, ran[-3000:]
     assert "Running stage 'selfplay@" not in ran and "Running stage 'train@" not in ran, ran[-3000:]
-    out = subprocess.run([str(Path(sys.executable).parent / "zeroloop"), "experiments"], cwd=repo, env=env,
+    out = subprocess.run([*ZEROLOOP, "experiments"], cwd=repo, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     rows = [line for line in out.stdout.splitlines() if line.startswith("| ")][1:]

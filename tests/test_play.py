@@ -4,12 +4,12 @@ import hashlib
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from services import ZEROLOOP
 from zeroloop.apps.play import PlayError, new_session, resolve_model
 from zeroloop.engine.games import make_game
 from zeroloop.pipeline.data.catalogue import SHIPPED_DIR, list_models
@@ -121,7 +121,7 @@ def test_shipped_tictactoe_model_never_loses_to_random_play(tmp_path):
 
 
 def _play(*args, stdin: str, cwd=None):
-    return subprocess.run([str(Path(sys.executable).parent / "zeroloop"), "play", *args], input=stdin,
+    return subprocess.run([*ZEROLOOP, "play", *args], input=stdin,
                           capture_output=True, text=True, timeout=120, cwd=cwd)
 
 

@@ -23,10 +23,9 @@ import psutil
 import pytest
 import yaml
 
-from services import BIN, clean_env, free_port, kill_all, ray_processes
+from services import BIN, STAGES, clean_env, free_port, kill_all, ray_processes
 from zeroloop.pipeline.params import parse_params
 
-STAGES = [sys.executable, "-m", "zeroloop.pipeline.stages"]
 TOKEN = secrets.token_hex(32)
 
 TINY = {

@@ -1,16 +1,16 @@
 """Stage entry points on bad input: one line naming the problem, exit 2, nothing written."""
 
 import subprocess
-import sys
 
 import torch
 import yaml
 
+from services import STAGES
 from zeroloop.pipeline.params import parse_params
 
 
 def stage(cwd, *args):
-    return subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=cwd,
+    return subprocess.run([*STAGES, *args], cwd=cwd,
                           capture_output=True,
                           text=True, timeout=300)
 
@@ -93,7 +93,7 @@ def test_a_manifest_that_lost_a_shard_entry_is_refused(tmp_path, mlflow_db):
     _full(tmp_path)
     env_db = {"MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
     for args in (["init"], ["selfplay", "--gen", "1", "--prev", "0"]):
-        out = subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=tmp_path,
+        out = subprocess.run([*STAGES, *args], cwd=tmp_path,
                              capture_output=True, text=True, timeout=300,
                              env={**__import__("os").environ, **env_db})
         assert out.returncode == 0, out.stderr
@@ -138,7 +138,7 @@ def test_the_stage_chain_runs_with_an_mlp(tmp_path, mlflow_db):
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
     for args in (["init"], ["selfplay", "--gen", "1", "--prev", "0"], ["train", "--gen", "1", "--prev", "0"],
                  ["gate", "--gen", "1", "--prev", "0"]):
-        out = subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=tmp_path,
+        out = subprocess.run([*STAGES, *args], cwd=tmp_path,
                              capture_output=True, text=True, timeout=300, env=env)
         assert out.returncode == 0, out.stderr
         if args == ["init"]:

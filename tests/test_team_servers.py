@@ -10,16 +10,23 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from services import BIN, MlflowServer, Postgres, clean_env, free_port, stage, why_no_postgres, write_params
-
-STAGES = [sys.executable, "-m", "zeroloop.pipeline.stages"]
+from services import (
+    STAGES,
+    ZEROLOOP,
+    MlflowServer,
+    Postgres,
+    clean_env,
+    free_port,
+    stage,
+    why_no_postgres,
+    write_params,
+)
 
 TINY = {
     "game": "tictactoe", "seed": 5,
@@ -171,7 +178,7 @@ def test_two_machines_share_one_postgresql_study_and_one_mlflow_server(tmp_path,
         write_params(root, {**TUNE, "mlflow": {"experiment": "pg-tune"}})
         _tiny_model(root / "model.pt")
         machines.append(root)
-    procs = [subprocess.Popen([str(BIN / "zeroloop"), "tune", "--trials", "3", "--jobs", "2", "--model",
+    procs = [subprocess.Popen([*ZEROLOOP, "tune", "--trials", "3", "--jobs", "2", "--model",
                                "model.pt", "--storage", optuna_url, "--study", "shared"], cwd=root,
                               env=clean_env(MLFLOW_TRACKING_URI=pg_mlflow.url), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for root in machines]
@@ -225,7 +232,7 @@ def test_a_study_survives_a_postgresql_restart_and_resumes_without_losing_a_tria
     write_params(tmp_path, {**TUNE, "tune": {**TUNE["tune"], "games": 8, "rounds": 4},
                             "mlflow": {"experiment": "pg-restart"}})
     _tiny_model(tmp_path / "model.pt")
-    cmd = [str(BIN / "zeroloop"), "tune", "--trials", "4", "--model", "model.pt", "--storage", optuna_url,
+    cmd = [*ZEROLOOP, "tune", "--trials", "4", "--model", "model.pt", "--storage", optuna_url,
            "--study", "restart"]
     env = clean_env(MLFLOW_TRACKING_URI=pg_mlflow.url)
     proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -421,7 +428,7 @@ def test_tune_stopped_by_sigterm_leaves_nothing_running(tmp_path, mlflow_db):
     write_params(tmp_path, {**TUNE, "tune": {**TUNE["tune"], "games": 16, "rounds": 4},
                             "mlflow": {"experiment": "sigterm"}})
     _tiny_model(tmp_path / "model.pt")
-    proc = subprocess.Popen([str(BIN / "zeroloop"), "tune", "--trials", "50", "--model", "model.pt",
+    proc = subprocess.Popen([*ZEROLOOP, "tune", "--trials", "50", "--model", "model.pt",
                              "--storage", "sqlite:///optuna.db", "--study", "term"], cwd=tmp_path,
                             env=clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}"),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -451,7 +458,7 @@ def test_tune_refuses_parallel_jobs_on_sqlite_before_creating_anything(tmp_path,
 
     write_params(tmp_path, {**TUNE, "mlflow": {"experiment": "refused"}})
     _tiny_model(tmp_path / "model.pt")
-    out = subprocess.run([str(BIN / "zeroloop"), "tune", "--trials", "2", "--jobs", "2", "--model",
+    out = subprocess.run([*ZEROLOOP, "tune", "--trials", "2", "--jobs", "2", "--model",
                           "model.pt", "--storage", "sqlite:///optuna.db"], cwd=tmp_path,
                          env=clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}"), capture_output=True,
                          text=True, timeout=300)
@@ -464,7 +471,7 @@ def test_tune_refuses_parallel_jobs_on_sqlite_before_creating_anything(tmp_path,
 def test_tune_with_an_unreachable_tracking_server_fails_in_one_line_before_any_trial(tmp_path):
     write_params(tmp_path, {**TUNE, "mlflow": {"experiment": "down"}})
     _tiny_model(tmp_path / "model.pt")
-    out = subprocess.run([str(BIN / "zeroloop"), "tune", "--trials", "2", "--model", "model.pt",
+    out = subprocess.run([*ZEROLOOP, "tune", "--trials", "2", "--model", "model.pt",
                           "--storage", "sqlite:///optuna.db"], cwd=tmp_path,
                          env=clean_env(MLFLOW_TRACKING_URI=f"http://127.0.0.1:{free_port()}",
                                        ZEROLOOP_TRACKING_WAIT="2"),

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from services import STAGES
 from zeroloop.pipeline.params import parse_params
 
 TINY = {"game": "tictactoe", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
@@ -24,7 +25,7 @@ def _stage_runner(root, db):
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}"}
 
     def run(*args):
-        out = subprocess.run([sys.executable, "-m", "zeroloop.pipeline.stages", *args], cwd=root, env=env,
+        out = subprocess.run([*STAGES, *args], cwd=root, env=env,
                              capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr[-3000:]
         return out

@@ -18,6 +18,7 @@ import yaml
 import zeroloop.pipeline.tuning.objectives as objectives
 import zeroloop.pipeline.tuning.results as results
 import zeroloop.pipeline.tuning.study as tstudy
+from services import ZEROLOOP
 from zeroloop.engine.games import make_game
 from zeroloop.engine.nn import NetConfig, PolicyValueNet
 from zeroloop.pipeline.data.storage import save_model
@@ -186,7 +187,7 @@ def test_noise_dims_are_tuned_by_the_selfplay_objective_only():
 
 
 def _zeroloop_bin() -> str:
-    return str(Path(sys.executable).parent / "zeroloop")
+    return ZEROLOOP[0]
 
 
 def _load_trials(storage: str, name: str):

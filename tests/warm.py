@@ -1,0 +1,299 @@
+"""A warm interpreter for the suite's stage processes.
+
+A stage process spends most of its CPU importing torch, Lightning and MLflow
+(about 3-10 CPU-s each on a Zen 3; the suite starts a few hundred of them).
+Here one server per test process imports all of that once, then forks a fresh
+child for each ``python -m zeroloop.pipeline.stages ...`` it is asked to run.
+The child is still a process of its own: its own globals (MLflow's tracking
+URI, torch's random state, logging), working directory, environment, stdin,
+stdout, stderr, exit status and signals, so the stage is run as DVC runs it.
+
+The client is ``bin/python``, a shim put first on PATH (DVC's stage commands
+find it there) and named by ``services.STAGES``. It sends its argv, working
+directory, environment and its three standard file descriptors over a Unix
+socket, forwards SIGTERM and SIGHUP to the stage and SIGINT to the stage's
+process group (as Ctrl-C reaches a terminal's), and exits as the stage did.
+Anything else it runs the real interpreter for (``execv``), as it does when
+the server is not up yet or the request's environment differs from the
+server's in a variable read at import time (thread counts, ISA caps, paths).
+
+The server's forks are process-group leaders: when a client dies (SIGKILL,
+a test's timeout) the server's watcher kills the stage's whole group.
+"""
+
+from __future__ import annotations
+
+import array
+import atexit
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+#: Environment variables a library reads when it is imported or first used:
+#: a request whose value differs from the server's runs as a real process
+IMPORT_TIME = ("OMP_", "MKL_", "KMP_", "NUMBA_", "ONEDNN_", "DNNL_", "ATEN_", "TORCH_", "CUDA_",
+               "PYTHON", "LD_", "VIRTUAL_ENV")
+#: the modules the server runs: the stages' (``python -m``) and the console script's
+MODULES = ("zeroloop.pipeline.stages", "zeroloop")
+#: what a stage process imports (the slow part), imported once by the server
+PRELOAD = ("torch", "numpy", "numba", "yaml", "lightning.pytorch", "mlflow", "mlflow.pytorch", "optuna",
+           "zeroloop.apps.cli", "zeroloop.pipeline.stages.common",
+           "zeroloop.pipeline.stages.check", "zeroloop.pipeline.stages.init",
+           "zeroloop.pipeline.stages.positions", "zeroloop.pipeline.stages.selfplay",
+           "zeroloop.pipeline.stages.train", "zeroloop.pipeline.stages.gate",
+           "zeroloop.pipeline.stages.evaluate", "zeroloop.pipeline.stages.report",
+           "zeroloop.pipeline.training.module")
+
+SHIM = '''#!{python} -S
+"""The warm server's client (tests/warm.py): runs {what} in a fork of the
+server at {sock}, or execs {real}."""
+import array, json, os, signal, socket, sys
+
+REAL, SOCK, MODULE = {real!r}, {sock!r}, {module!r}
+
+
+def real():
+    os.execv(REAL, [REAL, *sys.argv[1:]])
+
+
+def main():
+    args = sys.argv[1:] if MODULE is None else ["-m", MODULE, *sys.argv[1:]]
+    if len(args) < 2 or args[0] != "-m" or args[1] not in {modules!r} or not os.path.exists(SOCK):
+        real()
+    conn = socket.socket(socket.AF_UNIX)
+    try:
+        conn.connect(SOCK)
+        # sys.path[0]: the working directory under ``python -m``, the script's directory for a command
+        path0 = os.getcwd() if MODULE is None else os.path.dirname(REAL)
+        req = json.dumps({{"argv": args[1:], "cwd": os.getcwd(), "path0": path0,
+                          "env": dict(os.environ)}}).encode()
+        conn.sendmsg([len(req).to_bytes(8, "big") + req],
+                     [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
+        reply = conn.makefile("rb")
+        first = reply.readline().split()
+    except OSError:
+        real()
+    if not first or first[0] != b"pid":
+        conn.close()
+        real()
+    pid = int(first[1])
+
+    def forward(sig, _frame):
+        try:  # Ctrl-C reaches a whole process group: the stage's workers too
+            (os.killpg if sig == signal.SIGINT else os.kill)(pid, sig)
+        except ProcessLookupError:
+            pass
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, forward)
+    while True:
+        try:
+            line = reply.readline()
+            break
+        except InterruptedError:
+            continue
+    status = int(line) if line.strip() else -1
+    if status < 0:
+        os._exit(1)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+main()
+'''
+
+
+def _import_time_env(env: dict) -> dict:
+    return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME)}
+
+
+def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
+    fds = array.array("i")
+    head, ancdata, _flags, _addr = conn.recvmsg(1 << 16, socket.CMSG_LEN(3 * fds.itemsize))
+    for level, kind, data in ancdata:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
+    size = int.from_bytes(head[:8], "big")
+    body = bytearray(head[8:])
+    while len(body) < size:
+        more = conn.recv(size - len(body))
+        if not more:
+            raise ConnectionError("the client hung up mid-request")
+        body += more
+    return json.loads(body), list(fds)
+
+
+def _run_stage(req: dict, fds: list[int]) -> None:
+    """In the fork: become the stage process the client asked for; never returns."""
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        sys.argv = [req["argv"][0], *req["argv"][1:]]
+        sys.path[0] = req["path0"]
+        import runpy
+
+        code = 0
+        try:
+            runpy.run_module(req["argv"][0], run_name="__main__", alter_sys=True)
+        except SystemExit as exc:
+            if exc.code is None:
+                code = 0
+            elif isinstance(exc.code, int):
+                code = exc.code
+            else:
+                print(exc.code, file=sys.stderr)
+                code = 1
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(code)
+
+
+def _watch(conn: socket.socket, listener: socket.socket, req: dict, fds: list[int]) -> None:
+    """In the fork: fork the stage, tell the client its pid and, later, its
+    wait status; kill the stage's group if the client goes away. Never returns."""
+    try:
+        listener.close()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        pid = os.fork()
+        if pid == 0:
+            conn.close()
+            _run_stage(req, fds)
+        for fd in fds:
+            os.close(fd)
+        conn.sendall(f"pid {pid}\n".encode())
+        pidfd = os.pidfd_open(pid)
+        while True:
+            ready, _, _ = select.select([pidfd, conn], [], [])
+            if pidfd in ready:
+                _, status = os.waitpid(pid, 0)
+                conn.sendall(f"{status}\n".encode())
+                break
+            if not conn.recv(64):  # the client is gone
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                os.waitpid(pid, 0)
+                break
+    finally:
+        os._exit(0)
+
+
+def serve(sock_path: str) -> None:
+    """Import everything once, then fork a stage per request until the parent goes."""
+    import importlib
+
+    parent = os.getppid()
+    for name in PRELOAD:
+        importlib.import_module(name)
+    import threading
+
+    # torch, Lightning and pyarrow's jemalloc each start an idle native thread at import, as they do
+    # in every process PyTorch's DataLoader forks its workers from; a Python thread would be ours
+    if threading.active_count() != 1:
+        print(f"warm server: Python threads {threading.enumerate()} after the imports; not serving",
+              file=sys.stderr, flush=True)
+        return
+    mine = _import_time_env(os.environ)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the watchers are reaped by the kernel
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(sock_path + ".tmp")
+    listener.listen(64)
+    os.rename(sock_path + ".tmp", sock_path)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    while os.getppid() == parent:
+        if not select.select([listener], [], [], 1.0)[0]:
+            continue
+        conn, _ = listener.accept()
+        try:
+            req, fds = _recv_request(conn)
+        except (OSError, ValueError):
+            conn.close()
+            continue
+        differs = sorted(k for k in _import_time_env(req["env"]).keys() | mine.keys()
+                         if req["env"].get(k) != mine.get(k))
+        if differs or req["argv"][0] not in MODULES or len(fds) != 3:
+            print("real:", *req["argv"][:3], "(differs:", *differs, ")", flush=True)
+            conn.sendall(b"real\n")
+            conn.close()
+            for fd in fds:
+                os.close(fd)
+            continue
+        print("fork:", *req["argv"][:3], flush=True)
+        if os.fork() == 0:
+            _watch(conn, listener, req, fds)
+        conn.close()
+        for fd in fds:
+            os.close(fd)
+
+
+class WarmServer:
+    """The server for this test process and its shim directory (``bin``)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.sock = str(root / "warm.sock")
+        self.bin = root / "bin"
+        self.bin.mkdir(parents=True, exist_ok=True)
+        bin_dir = Path(sys.executable).parent
+        for name, module, what in (("python", None, "``python -m`` of the stages"),
+                                   ("zeroloop", "zeroloop", "the ``zeroloop`` command")):
+            shim = self.bin / name
+            shim.write_text(SHIM.format(python=sys.executable, real=str(bin_dir / name), sock=self.sock,
+                                        module=module, modules=MODULES, what=what))
+            shim.chmod(0o755)
+        self.python, self.zeroloop = str(self.bin / "python"), str(self.bin / "zeroloop")
+        self.log = open(root / "warm.log", "w")
+        env = dict(os.environ)
+        self.proc = subprocess.Popen([sys.executable, __file__, self.sock], env=env, stdout=self.log,
+                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def ready(self, timeout: float = 120) -> bool:
+        """Wait for the socket (the tests that time a stage want the warm one)."""
+        deadline = time.time() + timeout
+        while not os.path.exists(self.sock):
+            if self.proc.poll() is not None or time.time() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
