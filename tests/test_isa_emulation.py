@@ -57,7 +57,7 @@ def _python(code, *, pythonpath=None, **env):
     return out.stdout.strip()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # kept while pytest-xdist runs other modules' tests in between
 def capped(tmp_path_factory):
     installed = emulation.native_library(emulation.installed_package())
     before = _sha(installed)

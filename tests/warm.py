@@ -143,6 +143,7 @@ def _run_stage(req: dict, fds: list[int]) -> None:
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
+        sys.stdout.reconfigure(line_buffering=os.isatty(1))  # as a new interpreter decides at start
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
@@ -189,14 +190,17 @@ def _watch(conn: socket.socket, listener: socket.socket, req: dict, fds: list[in
         for fd in fds:
             os.close(fd)
         conn.sendall(f"pid {pid}\n".encode())
-        pidfd = os.pidfd_open(pid)
+        try:
+            waits, poll = [os.pidfd_open(pid)], None  # readable when the stage ends (Linux 5.3)
+        except (AttributeError, OSError):
+            waits, poll = [], 0.05
         while True:
-            ready, _, _ = select.select([pidfd, conn], [], [])
-            if pidfd in ready:
-                _, status = os.waitpid(pid, 0)
+            ready, _, _ = select.select([*waits, conn], [], [], poll)
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
                 conn.sendall(f"{status}\n".encode())
                 break
-            if not conn.recv(64):  # the client is gone
+            if conn in ready and not conn.recv(64):  # the client is gone
                 try:
                     os.killpg(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -228,6 +232,7 @@ def serve(sock_path: str) -> None:
     listener.bind(sock_path + ".tmp")
     listener.listen(64)
     os.rename(sock_path + ".tmp", sock_path)
+    print(f"serving: {len(PRELOAD)} modules imported", flush=True)
     sys.stdout.flush()
     sys.stderr.flush()
     while os.getppid() == parent:
