@@ -147,7 +147,7 @@ def _run_stage(req: dict, fds: list[int]) -> None:
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
-        sys.argv = [req["argv"][0], *req["argv"][1:]]
+        sys.argv = list(req["argv"])
         sys.path[0] = req["path0"]
         import runpy
 
@@ -278,12 +278,11 @@ class WarmServer:
             shim.chmod(0o755)
         self.python, self.zeroloop = str(self.bin / "python"), str(self.bin / "zeroloop")
         self.log = open(root / "warm.log", "w")
-        env = dict(os.environ)
-        self.proc = subprocess.Popen([sys.executable, __file__, self.sock], env=env, stdout=self.log,
+        self.proc = subprocess.Popen([sys.executable, __file__, self.sock], stdout=self.log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def ready(self, timeout: float = 120) -> bool:
-        """Wait for the socket (the tests that time a stage want the warm one)."""
+        """Wait for the socket (test_warm checks the forks themselves)."""
         deadline = time.time() + timeout
         while not os.path.exists(self.sock):
             if self.proc.poll() is not None or time.time() > deadline:
