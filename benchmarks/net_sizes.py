@@ -28,6 +28,7 @@ A net is ``BLOCKSxCHANNELS`` (a resnet), ``gpool:BLOCKSxCHANNELS`` or
 from __future__ import annotations
 
 import argparse
+import re
 import time
 
 
@@ -77,6 +78,8 @@ def main() -> None:
                     help="the network call's number format (auto: what runtime.precision: auto picks here)")
     ap.add_argument("--device", default="cpu", help="cpu (default), cuda[:N] or auto (CUDA when present)")
     a = ap.parse_args()
+    if not re.fullmatch(r"auto|cpu|cuda(:\d+)?", a.device):  # before the seconds of imports below
+        ap.error(f"device {a.device!r}: expected auto, cpu or cuda[:N]")
 
     import numpy as np
     import torch

@@ -20,17 +20,26 @@ _ONE_WORKER = {"test_cluster": "ray", "test_ray_nodes": "ray", "test_team_server
 _SHARED = {"test_team_servers": {"postgres", "pg_mlflow", "auth_server"}}
 #: where the test processes leave each test's group for the scheduler (below)
 _GROUPS_DIR = "ZEROLOOP_XDIST_GROUPS"
+#: a cache folder every test process of this run shares (services.SHARED_CACHE): what one made,
+#: the others read, and nothing comes from an earlier run's files
+_SHARED_CACHE = "ZEROLOOP_TEST_SHARED_CACHE"
 
 
 def pytest_configure(config):
     # in the controller, before it starts the test processes
-    if not hasattr(config, "workerinput") and config.getvalue("dist") == "loadgroup":
+    if hasattr(config, "workerinput"):
+        return
+    if config.getvalue("dist") == "loadgroup":
         os.environ[_GROUPS_DIR] = tempfile.mkdtemp(prefix="zeroloop-xdist-groups-")
+    os.environ[_SHARED_CACHE] = tempfile.mkdtemp(prefix="zeroloop-test-cache-")
 
 
 def pytest_unconfigure(config):
-    if not hasattr(config, "workerinput") and os.environ.get(_GROUPS_DIR):
-        shutil.rmtree(os.environ.pop(_GROUPS_DIR), ignore_errors=True)
+    if hasattr(config, "workerinput"):
+        return
+    for name in (_GROUPS_DIR, _SHARED_CACHE):
+        if os.environ.get(name):
+            shutil.rmtree(os.environ.pop(name), ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -96,6 +105,60 @@ def _warm_stages(tmp_path_factory):
     services.PYTHON[:], services.STAGES[:], services.ZEROLOOP[:] = cold
     services.WARM_BIN.clear()
     server.close()
+
+
+#: modules whose subject is the worker processes themselves: their pools start and end as a stage's do
+_OWN_WORKERS = {"test_workers"}
+
+
+def _started_in() -> tuple[dict, str]:
+    """What a worker process reads once, when it starts (pytest's own per-test variable aside)."""
+    env = dict(os.environ)
+    env.pop("PYTEST_CURRENT_TEST", None)
+    return env, os.getcwd()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _shared_workers():
+    """The in-process tests' process pools share one kept set of workers, as a
+    tuning study's trials do (``keep_workers``; results never depend on which
+    worker ran a task): a spawned worker costs seconds of imports, and these
+    tests started about 30. The set is started afresh when a test changed the
+    environment or the working directory, which a worker reads only when it
+    starts. ``ZEROLOOP_TEST_COLD=1`` gives every call its own pool again."""
+    from zeroloop.pipeline.runtime import workers
+
+    if os.environ.get("ZEROLOOP_TEST_COLD"):
+        yield
+        return
+    make_pool, where = workers.make_pool, {}  # the kept pool -> where it started
+
+    def fresh_where_it_matters(n, tasks):
+        if workers._kept["pool"] is not None and where.get(workers._kept["pool"]) != _started_in():
+            workers._drop_kept()
+        pool = make_pool(n, tasks)
+        if workers._kept["pool"] is not None and workers._kept["pool"] not in where:
+            where.clear()
+            where[workers._kept["pool"]] = _started_in()
+        return pool
+
+    workers.make_pool = fresh_where_it_matters
+    yield
+    workers.make_pool = make_pool
+    workers._kept["keeping"] = False
+    workers._drop_kept()
+
+
+@pytest.fixture(autouse=True)
+def _kept_workers(request, _shared_workers):
+    """Each test of :data:`_OWN_WORKERS` starts without the shared set, as a stage does."""
+    from zeroloop.pipeline.runtime import workers
+
+    own = os.environ.get("ZEROLOOP_TEST_COLD") or request.module.__name__.rpartition(".")[2] in _OWN_WORKERS
+    if own:
+        workers._drop_kept()
+    workers._kept["keeping"] = not own
+    yield
 
 
 @pytest.fixture(autouse=True, scope="session")

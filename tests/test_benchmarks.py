@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from services import PYTHON
+
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 # script -> (tiny arguments, lines its output must contain)
@@ -130,22 +132,25 @@ def test_gpu_wheels_help():
 @pytest.mark.parametrize("script", sorted(SMOKE))
 def test_benchmark_runs_with_tiny_settings(script):
     args, expected = SMOKE[script]
-    out = subprocess.run([sys.executable, str(BENCHMARKS / script), *args], capture_output=True, text=True,
-                         timeout=300)
+    # `--isa avx2` runs a patched copy of ONNX Runtime made under XDG_CACHE_HOME: the one
+    # test_isa_emulation makes (and checks) in this run
+    env = {**os.environ, "XDG_CACHE_HOME": os.environ["ZEROLOOP_TEST_SHARED_CACHE"]}
+    out = subprocess.run([*PYTHON, str(BENCHMARKS / script), *args], capture_output=True, text=True,
+                         timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-3000:]
     for line in expected:
         assert line in out.stdout, f"{script}: no {line!r} in\n{out.stdout}"
 
 
 def test_selfplay_ceiling_refuses_a_net_it_does_not_know():
-    out = subprocess.run([sys.executable, str(BENCHMARKS / "selfplay_ceiling.py"), "--nets", "const,mlp9"],
+    out = subprocess.run([*PYTHON, str(BENCHMARKS / "selfplay_ceiling.py"), "--nets", "const,mlp9"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "--nets 'mlp9': expected const" in out.stderr
 
 
 def test_net_sizes_refuses_a_device_it_does_not_know():
-    out = subprocess.run([sys.executable, str(BENCHMARKS / "net_sizes.py"), "--device", "tpu", "--nets",
+    out = subprocess.run([*PYTHON, str(BENCHMARKS / "net_sizes.py"), "--device", "tpu", "--nets",
                           "1x8"], capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "device 'tpu': expected auto, cpu or cuda[:N]" in out.stderr

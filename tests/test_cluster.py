@@ -133,9 +133,11 @@ def test_a_ray_worker_killed_mid_selfplay_is_retried_and_the_shards_are_unchange
             "mcts": {"simulations": 24}, "selfplay": {"games": 100, "shard_games": 10},
             "generations": {"1": {"prev": 0}}}
     roots = {}
-    for name, backend in (("calm", "local"), ("killed", "ray")):
+    # the calm run in one local process: the games do not depend on the number of workers
+    for name, backend, workers in (("calm", "local", 1), ("killed", "ray", 2)):
         root = roots[name] = tmp_path / name
-        write_params(root, {**data, "runtime": {"workers": 2, "backend": backend, "ray_address": ray_head}})
+        write_params(root, {**data, "runtime": {"workers": workers, "backend": backend,
+                                                "ray_address": ray_head}})
         shutil.copy(mlflow_db, root / "mlflow.db")
     env = {name: clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}")
            for name, root in roots.items()}
@@ -180,12 +182,14 @@ def mlflow_server(tmp_path_factory, mlflow_template_db):
 
 @pytest.fixture(scope="module")
 def local_chain(tmp_path_factory, mlflow_server) -> dict:
-    """One generation's stages on the local backend (two worker processes) in a
-    git repository, logging to the tracking server: what the server test
-    reads, and what the Ray backend must reproduce byte for byte."""
+    """One generation's stages on the local backend in a git repository,
+    logging to the tracking server: what the server test reads, and what the
+    Ray backend (two tasks at a time) must reproduce byte for byte. One
+    process: the games do not depend on the number of workers
+    (test_shards), and the stages start no worker processes."""
     url, store = mlflow_server
     root = tmp_path_factory.mktemp("local") / "repo"
-    write_params(root, {**TINY, "mlflow": {"experiment": "team"}})
+    write_params(root, {**TINY, "mlflow": {"experiment": "team"}, "runtime": {"workers": 1}})
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(["git", "init", "-q"], cwd=root, check=True)
     subprocess.run([*git, "add", "-A"], cwd=root, check=True)

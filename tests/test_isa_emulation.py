@@ -58,10 +58,12 @@ def _python(code, *, pythonpath=None, **env):
 
 
 @pytest.fixture(scope="session")  # kept while pytest-xdist runs other modules' tests in between
-def capped(tmp_path_factory):
+def capped():
     installed = emulation.native_library(emulation.installed_package())
     before = _sha(installed)
-    root = emulation.capped_copy(tmp_path_factory.mktemp("cache"))
+    # made in this run (a folder no earlier run wrote), shared with the benchmarks' smoke run of it
+    root = emulation.capped_copy(Path(os.environ["ZEROLOOP_TEST_SHARED_CACHE"]) / "zeroloop"
+                                 / "onnxruntime-avx2")
     assert _sha(installed) == before  # the installed library is never touched
     return root, installed
 

@@ -31,7 +31,7 @@ TOKEN = secrets.token_hex(32)
 TINY = {
     "game": "connect4", "seed": 11,  # long enough games that a node dies while they are played
     "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
-    "mcts": {"simulations": 160},
+    "mcts": {"simulations": 80},
     "selfplay": {"games": 64, "shard_games": 4, "temperature_moves": 4},
     "train": {"epochs": 1, "batch_size": 16, "replay_generations": 2},
     "gate": {"games": 8, "simulations": 8, "opening_plies": 1},
@@ -122,7 +122,7 @@ def run(root: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def local_shards(tmp_path_factory, mlflow_template_db):
     root = tmp_path_factory.mktemp("local")
-    write_params(root, {"backend": "local"})
+    write_params(root, {"backend": "local", "workers": 1})  # the same games as two workers (test_shards)
     env = ray_env(MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}")
     shutil.copy(mlflow_template_db, root / "mlflow.db")
     run(root, env, "init")
@@ -213,7 +213,7 @@ def test_the_head_node_dying_ends_the_stage_in_one_line_and_a_rerun_resumes(tmp_
         shutil.rmtree(temp, ignore_errors=True)
 
     # the rerun (here on the local backend: shards do not depend on it) plays only the rest
-    write_params(tmp_path, {"backend": "local"})
+    write_params(tmp_path, {"backend": "local", "workers": 1})
     out = run(tmp_path, env, "selfplay", "--gen", "1", "--prev", "0")
     assert f"({len(scratch)} shards kept)" in out.stderr, out.stderr[-2000:]
     assert shards(tmp_path) == local_shards

@@ -175,10 +175,12 @@ def test_two_machines_share_one_postgresql_study_and_one_mlflow_server(tmp_path,
     machines = []
     for name in ("a", "b"):  # two "machines": separate folders, same storage and server
         root = tmp_path / name
-        write_params(root, {**TUNE, "mlflow": {"experiment": "pg-tune"}})
+        # one process a machine: the two machines are the concurrency here (test_tune and
+        # test_cluster run several jobs a machine)
+        write_params(root, {**TUNE, "mlflow": {"experiment": "pg-tune"}, "runtime": {"workers": 1}})
         _tiny_model(root / "model.pt")
         machines.append(root)
-    procs = [subprocess.Popen([*ZEROLOOP, "tune", "--trials", "3", "--jobs", "2", "--model",
+    procs = [subprocess.Popen([*ZEROLOOP, "tune", "--trials", "3", "--jobs", "1", "--model",
                                "model.pt", "--storage", optuna_url, "--study", "shared"], cwd=root,
                               env=clean_env(MLFLOW_TRACKING_URI=pg_mlflow.url), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for root in machines]

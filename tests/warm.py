@@ -3,7 +3,8 @@
 A stage process spends most of its CPU importing torch, Lightning and MLflow
 (about 3-10 CPU-s each on a Zen 3; the suite starts a few hundred of them).
 Here one server per test process imports all of that once, then forks a fresh
-child for each ``python -m zeroloop.pipeline.stages ...`` it is asked to run.
+child for each ``python -m zeroloop.pipeline.stages ...`` it is asked to run
+(and each ``zeroloop`` command, and each ``python benchmarks/NAME.py``).
 The child is still a process of its own: its own globals (MLflow's tracking
 URI, torch's random state, logging), working directory, environment, stdin,
 stdout, stderr, exit status and signals, so the stage is run as DVC runs it.
@@ -41,6 +42,8 @@ IMPORT_TIME = ("OMP_", "MKL_", "KMP_", "NUMBA_", "ONEDNN_", "DNNL_", "ATEN_", "T
                "PYTHON", "LD_", "VIRTUAL_ENV")
 #: the modules the server runs: the stages' (``python -m``) and the console script's
 MODULES = ("zeroloop.pipeline.stages", "zeroloop")
+#: and the scripts here (``python benchmarks/NAME.py``: the benchmarks' smoke runs)
+SCRIPTS = str(Path(__file__).resolve().parents[1] / "benchmarks")
 #: what a stage process imports (the slow part), imported once by the server
 PRELOAD = ("torch", "numpy", "numba", "yaml", "lightning.pytorch", "mlflow", "mlflow.pytorch", "optuna",
            "zeroloop.apps.cli", "zeroloop.pipeline.stages.common",
@@ -55,7 +58,7 @@ SHIM = '''#!{python} -S
 server at {sock}, or execs {real}."""
 import array, json, os, signal, socket, sys
 
-REAL, SOCK, MODULE = {real!r}, {sock!r}, {module!r}
+REAL, SOCK, MODULE, SCRIPTS = {real!r}, {sock!r}, {module!r}, {scripts!r}
 
 
 def real():
@@ -64,14 +67,22 @@ def real():
 
 def main():
     args = sys.argv[1:] if MODULE is None else ["-m", MODULE, *sys.argv[1:]]
-    if len(args) < 2 or args[0] != "-m" or args[1] not in {modules!r} or not os.path.exists(SOCK):
+    script = MODULE is None and bool(args) and args[0].endswith(".py") and os.path.isfile(args[0]) \
+        and os.path.dirname(os.path.abspath(args[0])) == SCRIPTS
+    if not script and (len(args) < 2 or args[0] != "-m" or args[1] not in {modules!r}) \
+            or not os.path.exists(SOCK):
         real()
     conn = socket.socket(socket.AF_UNIX)
     try:
         conn.connect(SOCK)
         # sys.path[0]: the working directory under ``python -m``, the script's directory for a command
-        path0 = os.getcwd() if MODULE is None else os.path.dirname(REAL)
-        req = json.dumps({{"argv": args[1:], "cwd": os.getcwd(), "path0": path0,
+        # or a script
+        if script:
+            args = ["", os.path.abspath(args[0]), *args[1:]]
+            path0 = SCRIPTS
+        else:
+            path0 = os.getcwd() if MODULE is None else os.path.dirname(REAL)
+        req = json.dumps({{"argv": args[1:], "cwd": os.getcwd(), "path0": path0, "script": script,
                           "env": dict(os.environ)}}).encode()
         conn.sendmsg([len(req).to_bytes(8, "big") + req],
                      [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
@@ -153,7 +164,10 @@ def _run_stage(req: dict, fds: list[int]) -> None:
 
         code = 0
         try:
-            runpy.run_module(req["argv"][0], run_name="__main__", alter_sys=True)
+            if req.get("script"):
+                runpy.run_path(req["argv"][0], run_name="__main__")
+            else:
+                runpy.run_module(req["argv"][0], run_name="__main__", alter_sys=True)
         except SystemExit as exc:
             if exc.code is None:
                 code = 0
@@ -246,7 +260,8 @@ def serve(sock_path: str) -> None:
             continue
         differs = sorted(k for k in _import_time_env(req["env"]).keys() | mine.keys()
                          if req["env"].get(k) != mine.get(k))
-        if differs or req["argv"][0] not in MODULES or len(fds) != 3:
+        known = os.path.dirname(req["argv"][0]) == SCRIPTS if req.get("script") else req["argv"][0] in MODULES
+        if differs or not known or len(fds) != 3:
             print("real:", *req["argv"][:3], "(differs:", *differs, ")", flush=True)
             conn.sendall(b"real\n")
             conn.close()
@@ -270,11 +285,11 @@ class WarmServer:
         self.bin = root / "bin"
         self.bin.mkdir(parents=True, exist_ok=True)
         bin_dir = Path(sys.executable).parent
-        for name, module, what in (("python", None, "``python -m`` of the stages"),
+        for name, module, what in (("python", None, "``python -m`` of the stages or a benchmark script"),
                                    ("zeroloop", "zeroloop", "the ``zeroloop`` command")):
             shim = self.bin / name
             shim.write_text(SHIM.format(python=sys.executable, real=str(bin_dir / name), sock=self.sock,
-                                        module=module, modules=MODULES, what=what))
+                                        module=module, modules=MODULES, what=what, scripts=SCRIPTS))
             shim.chmod(0o755)
         self.python, self.zeroloop = str(self.bin / "python"), str(self.bin / "zeroloop")
         self.log = open(root / "warm.log", "w")
