@@ -61,14 +61,22 @@ class PerfectConnectFour(PositionPlayer):
         self.rng, self.name = rng, "perfect"
         self._solver = connect4_solver()
 
-    def scores(self, state: State) -> dict[int, int]:
-        """Column -> solver score for the side to move (>0 win, 0 draw, <0 loss)."""
+    def _board(self, state: State):
         import bitbully
 
         occ = self.game.bits_to_cells([state.me, state.opp])
         first, second = (occ[0], occ[1]) if state.ply % 2 == 0 else (occ[1], occ[0])
-        grid = (first.astype(int) + 2 * second.astype(int)).reshape(6, 7).tolist()
-        return dict(self._solver.score_all_moves(bitbully.Board(grid)))
+        return bitbully.Board((first.astype(int) + 2 * second.astype(int)).reshape(6, 7).tolist())
+
+    def scores(self, state: State) -> dict[int, int]:
+        """Column -> solver score for the side to move (>0 win, 0 draw, <0 loss)."""
+        return dict(self._solver.score_all_moves(self._board(state)))
+
+    def value(self, state: State) -> int:
+        """The position's score for the side to move: the best of :meth:`scores`,
+        from one MTD(f) search instead of one per move (about 7x cheaper on the
+        positions random play reaches)."""
+        return int(self._solver.mtdf(self._board(state)))
 
     def move(self, state: State) -> int:
         scores = self.scores(state)
@@ -95,6 +103,14 @@ def perfect_player(game: Game, rng: np.random.Generator) -> PositionPlayer:
     if game.name == "connect4":
         return PerfectConnectFour(rng, game)
     raise ValueError(f"no perfect player for {game.name}")
+
+
+def perfect_value(scorer: Callable[[State], dict[int, int]] | None) -> Callable[[State], int] | None:
+    """The position's own score (the best move's) from the solver behind
+    ``scorer``, cheaper than scoring every move, where it has one (Connect
+    Four's); else None."""
+    owner = getattr(scorer, "__self__", None)
+    return owner.value if isinstance(owner, PerfectConnectFour) else None
 
 
 def perfect_scorer(game: Game) -> Callable[[State], dict[int, int]] | None:

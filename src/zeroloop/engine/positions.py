@@ -192,12 +192,14 @@ def make_othello_endgame_set(game: Game, per_group: int, rng: np.random.Generato
 
 def make_benchmark(game: Game, per_group: int, rng: np.random.Generator,
                    scorer: Callable[[State], dict[int, int]],
-                   exclude: set[tuple[int, int]] = frozenset()) -> PositionSet:
+                   exclude: set[tuple[int, int]] = frozenset(),
+                   value: Callable[[State], int] | None = None) -> PositionSet:
     """The position set a game is measured on: Connect Four in Pons' six
     groups, Othello endgames in two groups by empty squares, any other game
-    (tic-tac-toe) in one group of positions where the choice matters."""
+    (tic-tac-toe) in one group of positions where the choice matters.
+    ``value`` (Connect Four): see :func:`make_connect4_benchmark`."""
     if game.name == "connect4":
-        return make_connect4_benchmark(game, per_group, rng, scorer, exclude=exclude)
+        return make_connect4_benchmark(game, per_group, rng, scorer, exclude=exclude, value=value)
     if game.name.startswith("othello"):
         return make_othello_endgame_set(game, per_group, rng, scorer, exclude=exclude)
     return make_position_set(game, per_group, rng, scorer, exclude=exclude)
@@ -212,14 +214,21 @@ def _label_row(game: Game, scores: dict[int, int]) -> np.ndarray:
 
 def make_connect4_benchmark(game: Game, per_group: int, rng: np.random.Generator,
                             scorer: Callable[[State], dict[int, int]], max_tries: int = 400,
-                            exclude: set[tuple[int, int]] = frozenset()) -> PositionSet:
+                            exclude: set[tuple[int, int]] = frozenset(),
+                            value: Callable[[State], int] | None = None) -> PositionSet:
     """``per_group`` distinct positions from random play in each of Pons' six
     groups, grouped by the stones on the board and the moves left under
     perfect play (from ``scorer``'s Pons-convention scores). The number of
     stones is drawn uniformly over the groups that still need positions; a
     RuntimeError names the groups left short after ``per_group * max_tries``
     tries (it does not happen at the sizes used here). Positions in ``exclude``
-    (``(me, opp)`` keys, :func:`position_keys`) are never drawn."""
+    (``(me, opp)`` keys, :func:`position_keys`) are never drawn.
+
+    ``value`` (:func:`~zeroloop.engine.perfect.perfect_value`), the best of
+    ``scorer``'s scores found without scoring every move, places a draw in its
+    group first: most draws land in a group already full (about 3 in 4 for
+    the default sets), and only the others are scored move by move. The set
+    is the same either way."""
     if game.name != "connect4":
         raise ValueError(f"Pons' benchmark groups are for connect4, not {game.name}")
     need = dict.fromkeys(PONS_GROUP_NAMES, per_group)
@@ -235,7 +244,15 @@ def make_connect4_benchmark(game: Game, per_group: int, rng: np.random.Generator
         if (s.me, s.opp) in seen:
             continue
         seen.add((s.me, s.opp))
+        best = None
+        if value is not None:
+            best = value(s)
+            if not need[pons_group(s.ply, moves_left(best, s.ply, game.rows * game.cols))]:
+                continue
         scores = scorer(s)
+        if best is not None and best != max(scores.values()):
+            raise RuntimeError(f"the solver's value of the position after {seq} ({best}) is not its best "
+                               f"move's score ({max(scores.values())})")
         group = pons_group(s.ply, moves_left(max(scores.values()), s.ply, game.rows * game.cols))
         if need[group]:
             need[group] -= 1

@@ -15,7 +15,7 @@ import numpy as np
 
 from zeroloop.engine.arena import MatchResult
 from zeroloop.engine.gtp_client import find_gnugo
-from zeroloop.engine.perfect import perfect_scorer
+from zeroloop.engine.perfect import perfect_scorer, perfect_value
 from zeroloop.engine.positions import (
     PositionSet,
     decisive,
@@ -125,7 +125,7 @@ def positions_step(p: Params, layout: Layout, *, test: bool = False, shipped: bo
         exclude = position_keys(game, PositionSet.from_json(read_json(layout.positions)))
     seed = e.test_positions_seed if test else e.positions_seed
     rng = np.random.default_rng(derive_seed(seed, "test_positions" if test else "positions"))
-    ps = make_benchmark(game, n, rng, scorer, exclude=exclude)
+    ps = make_benchmark(game, n, rng, scorer, exclude=exclude, value=perfect_value(scorer))
     write_json(out, ps.to_json())
     return ps
 
