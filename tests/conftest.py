@@ -20,8 +20,8 @@ _ONE_WORKER = {"test_cluster": "ray", "test_ray_nodes": "ray", "test_team_server
 _SHARED = {"test_team_servers": {"postgres", "pg_mlflow", "auth_server"}}
 #: where the test processes leave each test's group for the scheduler (below)
 _GROUPS_DIR = "ZEROLOOP_XDIST_GROUPS"
-#: a cache folder every test process of this run shares (services.SHARED_CACHE): what one made,
-#: the others read, and nothing comes from an earlier run's files
+#: a cache folder every test process of this run shares: what one made, the others read, and
+#: nothing comes from an earlier run's files (test_isa_emulation's patched ONNX Runtime)
 _SHARED_CACHE = "ZEROLOOP_TEST_SHARED_CACHE"
 
 
