@@ -85,3 +85,22 @@ def test_a_signal_to_the_caller_reaches_the_stage(tmp_path, warm, mlflow_db, sig
     assert proc.returncode == -sig, err[-3000:]  # a stage dies of SIGTERM, as a new interpreter does
     gone, alive = psutil.wait_procs(stages, timeout=10)
     assert not alive, f"the stage outlived its caller: {alive}"
+
+
+def test_a_benchmark_script_runs_warm_as_a_new_interpreter_runs_it(tmp_path, warm):
+    """``python benchmarks/NAME.py``: the script sees the same argv, file and
+    import path as under a new interpreter (its --help names it by them), and
+    a script elsewhere runs in a real interpreter."""
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "run_as.py"
+    forks = len(_log_lines(warm, "fork:"))
+    cold, hot = (subprocess.run([python, str(script), "--help"], cwd=tmp_path, capture_output=True, text=True,
+                                timeout=120) for python in (sys.executable, warm.python))
+    assert cold.returncode == hot.returncode == 0 and "run_as.py" in cold.stdout
+    assert hot.stdout == cold.stdout and hot.stderr == cold.stderr
+    assert len(_log_lines(warm, "fork:")) == forks + 1
+    elsewhere = tmp_path / "probe.py"
+    elsewhere.write_text("import sys; print(sys.argv[0])\n")
+    out = subprocess.run([warm.python, str(elsewhere)], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == str(elsewhere) and len(_log_lines(warm, "fork:")) == forks + 1

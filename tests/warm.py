@@ -78,11 +78,10 @@ def main():
         # sys.path[0]: the working directory under ``python -m``, the script's directory for a command
         # or a script
         if script:
-            args = ["", os.path.abspath(args[0]), *args[1:]]
-            path0 = SCRIPTS
+            argv, path0 = [os.path.abspath(args[0]), *args[1:]], SCRIPTS
         else:
-            path0 = os.getcwd() if MODULE is None else os.path.dirname(REAL)
-        req = json.dumps({{"argv": args[1:], "cwd": os.getcwd(), "path0": path0, "script": script,
+            argv, path0 = args[1:], (os.getcwd() if MODULE is None else os.path.dirname(REAL))
+        req = json.dumps({{"argv": argv, "cwd": os.getcwd(), "path0": path0, "script": script,
                           "env": dict(os.environ)}}).encode()
         conn.sendmsg([len(req).to_bytes(8, "big") + req],
                      [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
