@@ -306,9 +306,10 @@ class RayPool:
             self._nodes_checked = time.monotonic()
             if not self._watch_head():
                 return 0  # asking the cluster anything now would wait on Ray's own (60 s) timeout
-        ticks = self._take(timeout=10.0) + self._ticks  # also where tasks started, before a lost node's
+        # also where tasks started, before a lost node's
+        ticks = self._take_while_the_head_answers(10.0) + self._ticks
         self._ticks = 0
-        if due:
+        if due and self._head_silent_since is None:  # else ray.nodes() waits on Ray's own timeout
             self._watch_nodes()
         return ticks
 
@@ -323,6 +324,17 @@ class RayPool:
                 self._ticks += self._take(timeout=10.0)
         out, self._parts = self._parts, []
         return out
+
+    def _take_while_the_head_answers(self, timeout: float) -> int:
+        """:meth:`_take`, waiting up to ``timeout`` for the answer a second at a
+        time while the head answers: a loaded machine's counter can take
+        seconds, a dead head's never answers, and the head's watch (which
+        raises after ``connect_timeout_s``) must not wait behind it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            ticks = self._take(timeout=max(min(1.0, deadline - time.monotonic()), 0.01))
+            if self._taking is None or time.monotonic() >= deadline or not self._watch_head():
+                return ticks
 
     def _take(self, timeout: float) -> int:
         """The units ticked since last asked; keeps the parts sent and records
