@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from services import ZEROLOOP
 from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,7 +44,7 @@ def server(tmp_path):
         {"game": "tictactoe", "a": "gen1", "b": "gen0",
          "games": [{"moves": "1 4 2 5 3", "a_first": True, "result": 1.0}]}))
     port = _port()
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "zeroloop"), "serve", "--port", str(port),
+    proc = subprocess.Popen([*ZEROLOOP, "serve", "--port", str(port),
                              "--root", str(tmp_path)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"

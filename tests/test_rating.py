@@ -124,6 +124,10 @@ def test_sprt_llr_over_pairs_by_hand():
     # 8 pairs: counts 1, 0, 3, 2, 2 of pair scores 0, 1/4, 1/2, 3/4, 1.
     pairs = [0.0, 0.5, 0.5, 0.5, 0.75, 0.75, 1.0, 1.0]
     assert pentanomial(pairs) == [1, 0, 3, 2, 2]
+    assert pentanomial([]) == [0, 0, 0, 0, 0]
+    for bad in (0.3, 1.25, -0.25, float("nan")):
+        with pytest.raises(ValueError, match=f"must be one of .*, got {bad!r}"):
+            pentanomial([0.5, bad, 0.25])
     # x = (0 + 1.5 + 1.5 + 2) / 8 = 5/8 = 0.625
     # var = (0.625^2 + 3 * 0.125^2 + 2 * 0.125^2 + 2 * 0.375^2) / 8
     #     = (0.390625 + 0.046875 + 0.03125 + 0.28125) / 8 = 0.75 / 8 = 0.09375

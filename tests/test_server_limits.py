@@ -12,6 +12,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from services import ZEROLOOP
+
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -30,7 +32,7 @@ def _rss_mb(pid: int) -> float:
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
     port = _free_port()
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "zeroloop"), "serve", "--port", str(port),
+    proc = subprocess.Popen([*ZEROLOOP, "serve", "--port", str(port),
                              "--root", str(root), "--device", "cpu", "--max-searches", "2"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
@@ -146,7 +148,7 @@ def test_schemathesis_finds_no_failure_with_every_check(server, tmp_path):
 
 def _start(root: Path, *extra: str):
     port = _free_port()
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "zeroloop"), "serve", "--port", str(port),
+    proc = subprocess.Popen([*ZEROLOOP, "serve", "--port", str(port),
                              "--root", str(root), "--device", "cpu", *extra],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"

@@ -148,13 +148,13 @@ PAIR_SCORES = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 def pentanomial(pair_scores: Sequence[float]) -> list[int]:
     """How many pairs scored 0, 1/4, 1/2, 3/4 and 1 (``[5]`` counts)."""
-    counts = [0] * 5
-    for x in pair_scores:
-        k = round(4 * x)
-        if not 0 <= k <= 4 or abs(4 * x - k) > 1e-9:
-            raise ValueError(f"a pair's mean score must be one of {PAIR_SCORES}, got {x!r}")
-        counts[k] += 1
-    return counts
+    scores = np.asarray(pair_scores, float).ravel()
+    k = np.rint(4 * scores)
+    bad = ~np.isfinite(k) | (k < 0) | (k > 4) | (np.abs(4 * scores - k) > 1e-9)
+    if bad.any():
+        got = float(scores[np.argmax(bad)])
+        raise ValueError(f"a pair's mean score must be one of {PAIR_SCORES}, got {got!r}")
+    return np.bincount(k.astype(np.int64), minlength=5).tolist()
 
 
 @dataclass(frozen=True)
