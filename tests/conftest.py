@@ -111,11 +111,14 @@ def _warm_stages(tmp_path_factory):
 _OWN_WORKERS = {"test_workers"}
 
 
+#: variables a game-playing worker never reads: the tracking store's (workers log nothing), the seed
+#: Lightning's seed_everything leaves behind, pytest's per-test one
+_NOT_READ_BY_WORKERS = ("MLFLOW_", "PL_GLOBAL_SEED", "PYTEST_CURRENT_TEST")
+
+
 def _started_in() -> tuple[dict, str]:
-    """What a worker process reads once, when it starts (pytest's own per-test variable aside)."""
-    env = dict(os.environ)
-    env.pop("PYTEST_CURRENT_TEST", None)
-    return env, os.getcwd()
+    """What a worker process reads once, when it starts."""
+    return {k: v for k, v in os.environ.items() if not k.startswith(_NOT_READ_BY_WORKERS)}, os.getcwd()
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -45,7 +45,10 @@ MODULES = ("zeroloop.pipeline.stages", "zeroloop")
 #: and the scripts here (``python benchmarks/NAME.py``: the benchmarks' smoke runs)
 SCRIPTS = str(Path(__file__).resolve().parents[1] / "benchmarks")
 #: what a stage process imports (the slow part), imported once by the server
+#: (MLflow's SQL stores import SQLAlchemy and Alembic on a stage's first run: 0.7 CPU-s a fork on an Intel)
 PRELOAD = ("torch", "numpy", "numba", "yaml", "lightning.pytorch", "mlflow", "mlflow.pytorch", "optuna",
+           "mlflow.store.tracking.sqlalchemy_store", "mlflow.store.model_registry.sqlalchemy_store",
+           "onnx", "onnxruntime",
            "zeroloop.apps.cli", "zeroloop.pipeline.stages.common",
            "zeroloop.pipeline.stages.check", "zeroloop.pipeline.stages.init",
            "zeroloop.pipeline.stages.positions", "zeroloop.pipeline.stages.selfplay",
