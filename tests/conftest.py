@@ -111,9 +111,9 @@ def _warm_stages(tmp_path_factory):
 _OWN_WORKERS = {"test_workers"}
 
 
-#: variables a game-playing worker never reads: the tracking store's (workers log nothing), the seed
-#: Lightning's seed_everything leaves behind, pytest's per-test one
-_NOT_READ_BY_WORKERS = ("MLFLOW_", "PL_GLOBAL_SEED", "PYTEST_CURRENT_TEST")
+#: variables a game-playing worker never reads: the tracking store's and where its artifacts go
+#: (workers log nothing), the seed Lightning's seed_everything leaves behind, pytest's per-test one
+_NOT_READ_BY_WORKERS = ("MLFLOW_", "DVC_ROOT", "PL_GLOBAL_SEED", "PYTEST_CURRENT_TEST")
 
 
 def _started_in() -> tuple[dict, str]:

@@ -32,7 +32,9 @@ def _rss_mb(pid: int) -> float:
 def server(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve")
     port = _free_port()
-    proc = subprocess.Popen([*ZEROLOOP, "serve", "--port", str(port),
+    # a new interpreter, not a fork of the warm server (services.ZEROLOOP): the memory test reads this
+    # process's own size
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "zeroloop"), "serve", "--port", str(port),
                              "--root", str(root), "--device", "cpu", "--max-searches", "2"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
