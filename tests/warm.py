@@ -234,6 +234,12 @@ def serve(sock_path: str) -> None:
     parent = os.getppid()
     for name in PRELOAD:
         importlib.import_module(name)
+    # numba's CPU target loads its typing and lowering registries (about 70 modules) on a process's
+    # first jitted call, a cached kernel's too: 0.45 CPU-s a fork on an Intel, loaded here once
+    from numba.core.registry import cpu_target
+
+    cpu_target.target_context.refresh()
+    cpu_target.typing_context.refresh()
     import threading
 
     # torch, Lightning and pyarrow's jemalloc each start an idle native thread at import, as they do
