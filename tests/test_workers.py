@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from services import STAGES
 from zeroloop.pipeline.params import parse_params
 
 
@@ -55,8 +56,8 @@ def selfplay_repo(tmp_path, mlflow_db):
                          "runtime": {"workers": 2}, "generations": {"1": {"prev": 0}}}).to_yaml_data()
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
-    run = [sys.executable, "-m", "zeroloop.pipeline.stages"]
-    assert subprocess.run([*run, "init"], cwd=tmp_path, env=env, capture_output=True).returncode == 0
+    run = [sys.executable, "-m", "zeroloop.pipeline.stages"]  # a new interpreter: its children are tested
+    assert subprocess.run([*STAGES, "init"], cwd=tmp_path, env=env, capture_output=True).returncode == 0
     start = lambda: subprocess.Popen([*run, "selfplay", "--gen", "1", "--prev", "0"], cwd=tmp_path,  # noqa: E731
                                      env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     return tmp_path, start
