@@ -248,7 +248,6 @@ class MlflowServer:
         if self.server is None:
             self.server = _the_server_process(self.proc.pid)
 
-
     def stop(self) -> None:
         """The server and its workers killed; :meth:`start` brings it back on the same port."""
         if self.proc.poll() is None:
