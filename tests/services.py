@@ -192,15 +192,13 @@ NO_JOB_RUNNER = "false"
 def _the_server_process(wrapper: int) -> tuple[list[str], dict[str, str]]:
     """The command line and environment of the uvicorn process that ``mlflow server`` (pid
     ``wrapper``) started."""
-    for d in Path("/proc").iterdir():
+    import psutil
+
+    for child in psutil.Process(wrapper).children():
         try:
-            if d.name.isdigit() and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == wrapper:
-                argv = (d / "cmdline").read_bytes().decode().split("\0")[:-1]
-                pairs = (d / "environ").read_bytes().decode().split("\0")
-                env = dict(kv.split("=", 1) for kv in pairs if "=" in kv)
-                if "uvicorn" in " ".join(argv):
-                    return argv, env
-        except OSError:
+            if "uvicorn" in " ".join(child.cmdline()):
+                return child.cmdline(), child.environ()
+        except psutil.NoSuchProcess:
             continue
     raise RuntimeError(f"mlflow server (pid {wrapper}) answers but started no uvicorn process")
 
