@@ -192,7 +192,7 @@ def _zeroloop_bin() -> str:
 
 def _load_trials(storage: str, name: str):
     try:
-        return optuna.load_study(study_name=name, storage=storage).trials
+        return optuna.load_study(study_name=name, storage=tstudy.open_storage(storage)).trials
     except KeyError:  # not created yet
         return []
 
@@ -418,6 +418,43 @@ def test_a_bad_storage_url_is_one_line_and_logs_nothing(tmp_path, mlflow_db):
     assert out.returncode == 2 and out.stderr.strip() == (
         "zeroloop tune: ZEROLOOP_TUNE_HEARTBEAT='0.5': must be a whole number of seconds, at least 1")
     assert MlflowClient(f"sqlite:///{mlflow_db}").get_experiment_by_name("tune-test") is None
+
+
+def _open_together(storage: str, jobs: int) -> tuple[list, list[str]]:
+    """``jobs`` threads that call :func:`tstudy.open_study` on ``storage`` at
+    the same moment: the studies they got, and the errors they met."""
+    import threading
+
+    start = threading.Barrier(jobs)
+    got, errors = [], []
+
+    def job():
+        start.wait()
+        try:
+            got.append(tstudy.open_study("new", storage, first_trial=({"c_puct": 1.5}, {"default": True})))
+        except Exception as exc:  # noqa: BLE001 - the test reports it
+            errors.append(repr(exc))
+
+    threads = [threading.Thread(target=job) for _ in range(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return got, errors
+
+
+def test_jobs_that_open_a_new_database_together_all_get_the_study(tmp_path):
+    """Four jobs open the same new sqlite database at once. Optuna creates the
+    tables on a storage's first open without a lock: before the fix, some
+    job failed on a table or version row another had just made in every
+    round. Each must get the one study, with the defaults enqueued once."""
+    for round_ in range(3):
+        storage = f"sqlite:///{tmp_path / f'optuna{round_}.db'}"
+        got, errors = _open_together(storage, 4)
+        assert not errors, errors
+        assert len(got) == 4
+        trials = optuna.load_study(study_name="new", storage=storage).trials
+        assert sum(bool(t.user_attrs.get("default")) for t in trials) == 1
 
 
 def test_a_process_that_finds_the_study_just_created_waits_for_the_creators_first_trial(tmp_path):

@@ -45,8 +45,28 @@ def open_storage(url: str, on_lost=None):
             grace=grace, on_lost=on_lost)
     beats = heartbeat.rdb_heartbeat_kwargs(grace, on_lost)
     if url.startswith("sqlite"):
-        return heartbeat.quietly(lambda: heartbeat.BeatingRDBStorage(url, **beats))
-    return heartbeat.quietly(lambda: _retrying_rdb()(url, engine_kwargs={"pool_pre_ping": True}, **beats))
+        return _past_schema_race(lambda: heartbeat.quietly(lambda: heartbeat.BeatingRDBStorage(url, **beats)))
+    return _past_schema_race(lambda: heartbeat.quietly(
+        lambda: _retrying_rdb()(url, engine_kwargs={"pool_pre_ping": True}, **beats)))
+
+
+def _past_schema_race(make, tries: int = 5):
+    """``make()``, tried again when it lost the race to create a new
+    database's tables. Optuna creates them on a storage's first open without
+    a lock, so of two processes (or machines) that open a new database
+    together, one may find a table, or the schema's version row, made by the
+    other since it looked ("table ... already exists", a unique constraint).
+    The next try finds them all and writes nothing."""
+    from sqlalchemy.exc import IntegrityError
+
+    for attempt in range(1, tries):
+        try:
+            return make()
+        except Exception as exc:
+            if not (isinstance(exc, IntegrityError) or "already exists" in str(exc)):
+                raise
+            time.sleep(0.05 * attempt)
+    return make()
 
 
 def storage_grace(url: str) -> int:
