@@ -193,6 +193,18 @@ def test_two_machines_share_one_postgresql_study_and_one_mlflow_server(tmp_path,
     assert sum(bool(t.user_attrs.get("default")) for t in trials) == 1  # the defaults are tried once
 
 
+def test_jobs_that_open_a_new_postgresql_study_together_all_get_it(postgres):
+    """As test_tune's sqlite case: Optuna creates a new database's tables
+    without a lock, and two machines that start a study together race to."""
+    from test_tune import _open_together
+
+    url = postgres.create_database("optuna_together")
+    got, errors = _open_together(url, 4)
+    assert not errors, errors
+    assert len(got) == 4
+    assert sum(bool(t.user_attrs.get("default")) for t in got[0].trials) == 1
+
+
 @pytest.mark.slow
 def test_many_processes_tagging_one_run_at_once_all_land(pg_mlflow):
     """Every machine of a shared study ends it by tagging the study's run:
