@@ -23,15 +23,64 @@ _GROUPS_DIR = "ZEROLOOP_XDIST_GROUPS"
 #: a cache folder every test process of this run shares: what one made, the others read, and
 #: nothing comes from an earlier run's files (test_isa_emulation's patched ONNX Runtime)
 _SHARED_CACHE = "ZEROLOOP_TEST_SHARED_CACHE"
+#: the machine's CPU seconds when the run began (see pytest_terminal_summary)
+_START_CPU = pytest.StashKey[tuple | None]()
+
+
+def _machine_cpu_s() -> tuple[float, float] | None:
+    """The whole machine's busy and total CPU seconds since boot (/proc/stat's
+    first line; None where there is none): the suite's CPU counts its servers,
+    Ray's daemons and killed processes too."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            ticks = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    hz = os.sysconf("SC_CLK_TCK")
+    return (sum(ticks) - ticks[3] - ticks[4]) / hz, sum(ticks) / hz
+
+
+def _cpu_words() -> str:
+    """The CPU as /proc/cpuinfo names it: model name, family and model (a
+    virtual machine's name is often generic), and the flags that decide speed."""
+    info = {}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if not line.strip():
+                    break
+                info.setdefault(key.strip(), value.strip())
+    except OSError:
+        return "unknown CPU"
+    have = set(info.get("flags", "").split())
+    flags = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_int8") if f in have]
+    name = f"{info.get('model name', 'unknown CPU')} (family {info.get('cpu family', '?')} model " \
+           f"{info.get('model', '?')})"
+    return f"{name}, {len(os.sched_getaffinity(0))} cores, {' '.join(flags) or 'no AVX2'}"
 
 
 def pytest_configure(config):
     # in the controller, before it starts the test processes
     if hasattr(config, "workerinput"):
         return
+    config.stash[_START_CPU] = _machine_cpu_s()
     if config.getvalue("dist") == "loadgroup":
         os.environ[_GROUPS_DIR] = tempfile.mkdtemp(prefix="zeroloop-xdist-groups-")
     os.environ[_SHARED_CACHE] = tempfile.mkdtemp(prefix="zeroloop-test-cache-")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """The machine the suite ran on, and its CPU while it ran: the suite's
+    budget is for one kind of CPU, and its durations mean little without it."""
+    if hasattr(config, "workerinput"):
+        return
+    line = f"tests ran on {_cpu_words()}"
+    start, end = config.stash.get(_START_CPU, None), _machine_cpu_s()
+    if start and end and end[1] > start[1]:
+        busy = end[0] - start[0]
+        line += f"; the machine's CPU meanwhile: {busy / 60:.1f} min, {busy / (end[1] - start[1]):.0%} busy"
+    terminalreporter.write_line(line)
 
 
 def pytest_unconfigure(config):
