@@ -149,6 +149,32 @@ def test_an_experiment_another_process_created_meanwhile_is_taken_not_fatal(mlfl
     assert caught.value.error_code == "RESOURCE_ALREADY_EXISTS"
 
 
+def test_stages_that_start_together_on_a_new_store_all_log_to_it(tmp_path, played):
+    """Three stages start together on a sqlite store that does not exist yet
+    (three queued experiments, ``dvc queue start --jobs 3``, on a fresh clone).
+    MLflow makes a new store's tables and migrates them without a lock: before
+    the store's folder was locked for it, all three failed with a traceback
+    and left the store half-migrated, failing every later stage."""
+    db = tmp_path / "new" / "mlflow.db"
+    db.parent.mkdir()
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{db}"}
+    procs = []
+    for i in range(3):
+        root = tmp_path / f"exp{i}"
+        shutil.copytree(played[0], root)
+        _write_params(root, selfplay={"games": 2, "shard_games": 2}, mlflow={"experiment": f"together-{i}"})
+        procs.append(subprocess.Popen([*STAGES, "selfplay", "--gen", "1", "--prev", "0"], cwd=root, env=env,
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+    for proc in procs:
+        err = proc.communicate(timeout=300)[1]
+        assert proc.returncode == 0, err[-3000:]
+        assert "Traceback" not in err and "database tables" not in err
+    client = MlflowClient(f"sqlite:///{db}")
+    for i in range(3):
+        runs = client.search_runs([client.get_experiment_by_name(f"together-{i}").experiment_id])
+        assert sorted(r.info.run_name for r in runs if "mlflow.parentRunId" in r.data.tags) == ["gen-1"]
+
+
 @pytest.mark.parametrize("uri, sql", [("sqlite:///{tmp}/mlflow.db", True), ("http://127.0.0.1:9", False)])
 def test_a_stage_imports_mlflow_while_it_works(tmp_path, uri, sql):
     """MLflow's client, and SQLAlchemy's store for a database URI, are imported in a

@@ -86,7 +86,7 @@ def check_tracking(wait_s: float | None = None) -> str:
     if uri.startswith(("http://", "https://")):
         _check_server(uri, wait_s)
     elif uri.startswith("sqlite:///"):
-        _check_sqlite(Path(uri.removeprefix("sqlite:///")))
+        _sqlite_store_ready(uri, Path(uri.removeprefix("sqlite:///")))
     return uri
 
 
@@ -181,6 +181,40 @@ def _reason(exc: BaseException) -> str:
         todo += [x for x in (e.__cause__, e.__context__, getattr(e, "reason", None), *e.args)
                  if isinstance(x, BaseException)]
     return type(exc).__name__
+
+
+def _sqlite_store_ready(uri: str, path: Path) -> None:
+    """A sqlite store that exists is checked (:func:`_check_sqlite`); a new one
+    is made here, one process at a time.
+
+    MLflow makes a new store's tables on its first open, and runs its schema
+    migrations, without a lock. Two stages that started together on a new
+    store (two queued experiments, ``dvc queue start --jobs 2``) both ran
+    them: both failed, and the store was left half-migrated, every later
+    stage failing on it. So the store's folder is locked (``flock``) while a
+    process looks at the store and, when there is none, makes it; the others
+    wait, then find it made. A folder that cannot be opened is left to MLflow
+    to name in its error."""
+    import fcntl
+
+    try:
+        folder = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        _check_sqlite(path)
+        return
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        if path.exists() and path.stat().st_size > 0:
+            _check_sqlite(path)
+            return
+        import logging
+
+        from mlflow.tracking import MlflowClient
+
+        logging.getLogger("mlflow").setLevel(logging.ERROR)  # "Creating initial MLflow database tables"
+        MlflowClient(uri).search_experiments(max_results=1)  # MLflow keeps this store for the stage
+    finally:
+        os.close(folder)  # and the lock with it
 
 
 def _check_sqlite(path: Path) -> None:
