@@ -193,17 +193,18 @@ def _sqlite_store_ready(uri: str, path: Path) -> None:
     them: both failed, and the store was left half-migrated, every later
     stage failing on it. So the store's folder is locked (``flock``) while a
     process looks at the store and, when there is none, makes it; the others
-    wait, then find it made. A folder that cannot be opened is left to MLflow
-    to name in its error."""
-    import fcntl
+    wait, then find it made. Where there is no lock to take (a folder that
+    cannot be opened, a file system without locks, no ``fcntl``), the store
+    is looked at and made as before, and MLflow names what fails."""
+    folder = None
+    try:
+        import fcntl
 
-    try:
         folder = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        _check_sqlite(path)
-        return
-    try:
         fcntl.flock(folder, fcntl.LOCK_EX)
+    except (ImportError, OSError):
+        pass
+    try:
         if path.exists() and path.stat().st_size > 0:
             _check_sqlite(path)
             return
@@ -214,7 +215,8 @@ def _sqlite_store_ready(uri: str, path: Path) -> None:
         logging.getLogger("mlflow").setLevel(logging.ERROR)  # "Creating initial MLflow database tables"
         MlflowClient(uri).search_experiments(max_results=1)  # MLflow keeps this store for the stage
     finally:
-        os.close(folder)  # and the lock with it
+        if folder is not None:
+            os.close(folder)  # and the lock with it
 
 
 def _check_sqlite(path: Path) -> None:
