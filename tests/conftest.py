@@ -42,7 +42,9 @@ def _machine_cpu_s() -> tuple[float, float] | None:
 
 def _cpu_words() -> str:
     """The CPU as /proc/cpuinfo names it: model name, family and model (a
-    virtual machine's name is often generic), and the flags that decide speed."""
+    virtual machine's name is often generic), and the flags that decide speed.
+    Not ``zeroloop.engine.nn.machine``'s: that module imports torch, which
+    the controller process otherwise never does."""
     info = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
