@@ -22,7 +22,7 @@ positions/s, the ratio, positions per network call, simulations per network
 row, the cache's hit rate and the time split (network / tree / game rules).
 
     python benchmarks/selfplay_throughput.py [--workers 2] [--games 64] [--sims 64] [--model PATH|random]
-        [--device cpu|cuda] [--precision auto|fp32|bf16|fp16|int8] [--isa native|avx2|avx512]
+        [--net KIND:AxB] [--device cpu|cuda] [--precision auto|fp32|bf16|fp16|int8] [--isa native|avx2|avx512]
 
 ``make bench`` runs it with the defaults (the shipped Connect Four model, 64
 simulations and forced playouts as the default run searches, temperature 1
@@ -43,8 +43,7 @@ import numpy as np
 class Spec:
     game: str
     model: str
-    blocks: int
-    channels: int
+    net: str
     sims: int
     games: int
     shard_games: int
@@ -70,7 +69,9 @@ def _net(spec: Spec):
         net, game, _ = load_model(spec.model)
     else:
         torch.manual_seed(spec.seed)
-        net = PolicyValueNet.for_game(game, NetConfig(blocks=spec.blocks, channels=spec.channels))
+        from net_sizes import parse_nets  # this folder's script: one way to write a net
+
+        net = PolicyValueNet.for_game(game, NetConfig(**parse_nets(spec.net)[0]))
     return game, net
 
 
@@ -126,6 +127,19 @@ def network_worker(spec: Spec, tick=None) -> dict:
     return {"wall": time.perf_counter() - t0, "positions": n}
 
 
+def _net_text(text: str) -> str:
+    """``--net``: checked as benchmarks/net_sizes.py reads it (one net), kept as written."""
+    from net_sizes import parse_nets
+
+    try:
+        nets = parse_nets(text)
+    except argparse.ArgumentTypeError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("--nets", "--net", 1)) from None
+    if len(nets) != 1:
+        raise argparse.ArgumentTypeError(f"--net {text!r}: one net, e.g. 5x64, gpool:3x32 or mlp:3x512")
+    return text
+
+
 def _rate(results: list[dict], key: str) -> float:
     return sum(r[key] / r["wall"] for r in results)
 
@@ -149,8 +163,9 @@ def main() -> None:
     p.add_argument("--in-flight", type=int, default=128, help="after: games in flight per worker")
     p.add_argument("--eval-batch", type=int, default=32, help="after: positions per network call")
     p.add_argument("--cache", type=int, default=100_000, help="after: cached positions per worker")
-    p.add_argument("--blocks", type=int, default=d.blocks, help="with --model random")
-    p.add_argument("--channels", type=int, default=d.channels, help="with --model random")
+    p.add_argument("--net", default=f"{d.blocks}x{d.channels}", type=_net_text,
+                   help="with --model random: an untrained net, [KIND:]AxB as benchmarks/net_sizes.py "
+                        "writes it (default the default run's %(default)s; e.g. gpool:3x32, mlp:3x512)")
     p.add_argument("--warmup", type=float, default=1.0, help="seconds of network calls before measuring")
     p.add_argument("--device", default="cpu",
                    help="cpu (default), cuda[:N] or auto; on CUDA try --in-flight 1024 --eval-batch 512")
@@ -172,7 +187,7 @@ def main() -> None:
     except ValueError as exc:
         p.error(str(exc))
 
-    specs = [Spec(a.game, a.model, a.blocks, a.channels, a.sims, a.games, a.shard_games, a.in_flight,
+    specs = [Spec(a.game, a.model, a.net, a.sims, a.games, a.shard_games, a.in_flight,
                   a.eval_batch, a.cache, seed, a.device, "fp32") for seed in range(a.workers)]
     precisions = ["fp32"] + ([chosen] if chosen != "fp32" else [])
     after: dict[str, list[dict]] = {}
@@ -189,7 +204,7 @@ def main() -> None:
             seconds = float(np.mean([r["wall"] for r in after[prec]]))
             network[prec] = run(network_worker, [replace(s, precision=prec, seconds=seconds) for s in specs])
 
-    net = f"untrained {a.blocks}x{a.channels}" if a.model == "random" else a.model
+    net = f"untrained {a.net}" if a.model == "random" else a.model
     from zeroloop.engine.nn.machine import describe, summary_line
 
     print("machine: " + summary_line(describe(a.device, "auto"), "auto"))  # what auto picks here

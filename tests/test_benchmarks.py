@@ -22,10 +22,10 @@ SMOKE = {
          "emulated: --isa avx2", "move error on 6 Pons positions", "int8  raw"]),
     "selfplay_throughput.py": (
         ["--workers", "1", "--games", "3", "--sims", "4", "--shard-games", "2", "--in-flight", "2",
-         "--eval-batch", "4", "--model", "random", "--blocks", "1", "--channels", "8", "--warmup", "0.1",
+         "--eval-batch", "4", "--model", "random", "--net", "mlp:1x8", "--warmup", "0.1",
          "--precision", "int8"],
-        ["self-play before", "self-play after fp32", "self-play after int8", "speed-up",
-         "int8 over fp32, same run", "network int8", "network fp32", "cache hits", "time split"]),
+        ["net untrained mlp:1x8", "self-play before", "self-play after fp32", "self-play after int8",
+         "speed-up", "int8 over fp32, same run", "network int8", "network fp32", "cache hits", "time split"]),
     "selfplay_ceiling.py": (
         ["--nets", "const,1x8,1x8@states", "--games", "3", "--in-flight", "2", "--sims", "4",
          "--eval-batch", "4", "--shard-games", "2", "--seconds", "0", "--precision", "int8"],
