@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from zeroloop.engine.nn import NetConfig
 from zeroloop.pipeline.params import ParamsError, load_params, parse_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,9 +106,10 @@ def test_a_preset_with_a_bad_key_names_the_preset_file(tmp_path):
      "unknown key 'evaluate.solver_positions'; renamed to 'evaluate.positions_per_group'"),
     ({"net": {"kind": "transformer"}},
      "net.kind: Input should be 'resnet', 'gpool' or 'mlp' (got 'transformer')"),
-    ({"net": {"kind": "mlp", "blocks": 3}},
-     "net: net.blocks=3 does not apply to net.kind 'mlp', shaped by net.hidden and net.layers; leave it out"),
-    ({"net": {"hidden": 256}}, "net.hidden=256 does not apply to net.kind 'resnet'"),
+    ({"net": {"kind": "mlp", "blocks": 4}},
+     "net: net.blocks=4 does not apply to net.kind 'mlp', shaped by net.hidden and net.layers; leave it out"),
+    ({"net": {"hidden": 256}}, "net.hidden=256 does not apply to net.kind 'gpool'"),
+    ({"net": {"kind": "resnet", "hidden": 256}}, "net.hidden=256 does not apply to net.kind 'resnet'"),
 ])
 def test_bad_params_name_the_key_and_what_is_allowed(data, expected):
     with pytest.raises(ParamsError) as err:
@@ -154,9 +156,11 @@ def test_a_resnet_runs_fingerprint_is_what_it_was_before_the_net_kinds():
     import json
 
     before = {"net": {"blocks": 5, "channels": 64, "value_hidden": 64, "ownership": False}}
-    assert parse_params({}).fingerprint("net") == hashlib.sha256(
+    resnet = {"kind": "resnet", "blocks": 5, "channels": 64}
+    assert parse_params({"net": resnet}).fingerprint("net") == hashlib.sha256(
         json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
-    nets = [{}, {"kind": "gpool"}, {"kind": "mlp"}, {"kind": "mlp", "hidden": 256}, {"blocks": 3}]
+    nets = [resnet, {}, {"kind": "gpool", "channels": 64}, {"kind": "mlp"}, {"kind": "mlp", "hidden": 256},
+            {"kind": "resnet", "blocks": 3}]
     assert len({parse_params({"net": n}).fingerprint() for n in nets}) == len(nets)
 
 
@@ -229,13 +233,23 @@ def test_library_configs_refuse_values_outside_their_declared_range():
         parse_params({"gate": {"threshold": 1.0, "sprt": {"enabled": True}}})
 
 
-def test_strong_preset_is_the_defaults_run_longer():
-    """docs/strength.md measures presets/connect4-strong.yaml: the defaults for 18 generations."""
+def test_strong_preset_is_the_defaults_run_longer_with_the_net_it_was_measured_with():
+    """docs/strength.md measures presets/connect4-strong.yaml: the defaults for 18 generations, with
+    the 5x64 ResNet of before round 32 (not re-measured with the default's gpool 3x48)."""
     from zeroloop.pipeline.params.presets import preset_params
 
     strong, _ = preset_params("connect4-strong", ROOT / "presets")
     assert len(strong.generations) == 18
-    assert strong.model_copy(update={"generations": parse_params({}).generations}) == parse_params({})
+    assert strong.net.config() == NetConfig() and (strong.net.kind, strong.net.blocks) == ("resnet", 5)
+    measured = parse_params({"net": {"kind": "resnet", "blocks": 5, "channels": 64}})
+    assert strong.model_copy(update={"generations": measured.generations}) == measured
+
+
+def test_the_default_net_is_round_32s_and_the_engines_stays_the_5x64():
+    assert (parse_params({}).net.kind, parse_params({}).net.blocks, parse_params({}).net.channels) == (
+        "gpool", 3, 48)
+    assert len(parse_params({}).generations) == 12
+    assert (NetConfig().kind, NetConfig().blocks, NetConfig().channels) == ("resnet", 5, 64)
 
 
 def test_an_older_params_file_names_every_removed_key_in_one_line_and_a_preset_rewrites_it(tmp_path):
@@ -269,3 +283,12 @@ def test_a_written_params_file_reads_back_as_the_preset_whatever_the_template(tm
         assert load_params(out, complete=True) == p
     write_preset("mine", out, tmp_path)  # written over itself: the same text
     assert out.read_text().count("a#b") == 1
+
+
+def test_another_net_kind_needs_only_its_kind():
+    """The default's shape (gpool 3x48) shapes a resnet too; an MLP does not see it, and a shape key
+    written for the wrong kind is still refused (above)."""
+    assert parse_params({"net": {"kind": "mlp"}}).net.config() == NetConfig(kind="mlp")
+    assert parse_params({"net": {"kind": "resnet"}}).net.config() == NetConfig(blocks=3, channels=48)
+    written = parse_params({"net": {"kind": "mlp", "blocks": 3, "channels": 48, "hidden": 256}})
+    assert written.net.config() == NetConfig(kind="mlp", hidden=256)

@@ -46,8 +46,8 @@ def test_damaged_model_is_named(tmp_path):
 
 def test_generation_missing_from_params_is_reported(tmp_path):
     _params(tmp_path)
-    out = stage(tmp_path, "evaluate", "--gen", "7")
-    assert out.returncode == 2 and "generation 7 is not in params.yaml" in out.stderr
+    out = stage(tmp_path, "evaluate", "--gen", "13")  # the defaults' chain is 1..12
+    assert out.returncode == 2 and "generation 13 is not in params.yaml" in out.stderr
     out = stage(tmp_path, "selfplay", "--gen", "1")
     assert out.returncode == 2 and "needs --prev" in out.stderr
 

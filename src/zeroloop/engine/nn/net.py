@@ -29,8 +29,9 @@ from zeroloop.engine.games.base import NUM_PLANES, Game, input_planes
 _SHAPE_KEYS = {"resnet": ("blocks", "channels"), "gpool": ("blocks", "channels"), "mlp": ("hidden", "layers")}
 
 
-def _unused_keys(kind: str) -> list[str]:
-    """The shape keys of the other kinds."""
+def unused_keys(kind: str) -> list[str]:
+    """The shape keys of the other kinds (which a net of ``kind`` refuses unless they keep their
+    defaults)."""
     return [k for k in dict.fromkeys(k for keys in _SHAPE_KEYS.values() for k in keys)
             if k not in _SHAPE_KEYS[kind]]
 
@@ -70,7 +71,7 @@ class NetConfig:
         check_fields(self, "net")
         defaults = {f.name: f.default for f in fields(self)}
         shape = _SHAPE_KEYS[self.kind]
-        unused = [f"net.{k}={getattr(self, k)}" for k in _unused_keys(self.kind)
+        unused = [f"net.{k}={getattr(self, k)}" for k in unused_keys(self.kind)
                   if getattr(self, k) != defaults[k]]
         if unused:
             one = len(unused) == 1
@@ -84,7 +85,7 @@ class NetConfig:
         keys of that kind only; so a resnet is stored byte for byte as before
         the kinds."""
         d = asdict(self)
-        for k in _unused_keys(self.kind):
+        for k in unused_keys(self.kind):
             del d[k]
         if self.kind == "resnet":
             del d["kind"]

@@ -43,6 +43,7 @@ from zeroloop.engine.arena import MatchConfig, even_games
 from zeroloop.engine.config import Annotated, at, config_fields
 from zeroloop.engine.games import GAME_NAMES, Game, make_game
 from zeroloop.engine.nn import NetConfig
+from zeroloop.engine.nn.net import unused_keys
 from zeroloop.engine.rating import SPRT, GateTest
 from zeroloop.engine.search import SearchConfig
 from zeroloop.engine.selfplay import SelfplayConfig
@@ -64,7 +65,12 @@ class ConfigSection(_Section):
     def config(self) -> Any:
         """The library config these keys describe."""
         cls = self.library_config
-        return cls(**{k: getattr(self, k) for k in config_fields(cls)})
+        left = self._library_default_keys()
+        return cls(**{k: getattr(self, k) for k in config_fields(cls) if k not in left})
+
+    def _library_default_keys(self) -> set[str]:
+        """Fields left to the library's default rather than this section's value."""
+        return set()
 
     @model_validator(mode="after")
     def _library_checks(self) -> ConfigSection:
@@ -73,7 +79,8 @@ class ConfigSection(_Section):
 
 
 def config_section(cls: type, name: str, *, leading: dict | None = None, validators: dict | None = None,
-                   defaults: dict | None = None, **extra: Any) -> type[ConfigSection]:
+                   defaults: dict | None = None, base: type[ConfigSection] = ConfigSection,
+                   **extra: Any) -> type[ConfigSection]:
     """A pydantic section with ``cls``'s fields (annotations, bounds, defaults),
     after the ``leading`` and before the ``extra`` pipeline-only fields
     (``name=(annotation, default)``). ``defaults`` gives this section its own
@@ -82,7 +89,7 @@ def config_section(cls: type, name: str, *, leading: dict | None = None, validat
     lib = config_fields(cls)
     fields = {**(leading or {}), **lib,
               **{k: (lib[k][0], v) for k, v in (defaults or {}).items()}, **extra}
-    model = create_model(name, __base__=ConfigSection, __doc__=cls.__doc__, __validators__=validators or {},
+    model = create_model(name, __base__=base, __doc__=cls.__doc__, __validators__=validators or {},
                          **fields)
     model.library_config = cls
     model.own_defaults = dict(defaults or {})
@@ -107,7 +114,19 @@ def _even(v: int) -> int:
         raise ValueError("must be even (games are colour-balanced pairs)") from None
 
 
-NetParams = config_section(NetConfig, "NetParams")
+class _NetSection(ConfigSection):
+    """The net's section: its own shape defaults (``blocks``, ``channels``) shape the kinds they
+    belong to; another kind (``kind: mlp``) leaves them at their values unread, as the library
+    does its own defaults, and still refuses any other value of them by name."""
+
+    def _library_default_keys(self) -> set[str]:
+        return {k for k in unused_keys(self.kind) if getattr(self, k) == self.own_defaults.get(k)}
+
+
+# the pipeline's net: the 3x48 ResNet with global pooling, which beat the 5x64 (the engine's NetConfig
+# default) at its CPU on two seeds (docs/notebook.md, round 32) and runs twice its generations
+NetParams = config_section(NetConfig, "NetParams", defaults={"kind": "gpool", "blocks": 3, "channels": 48},
+                           base=_NetSection)
 MCTSParams = config_section(SearchConfig, "MCTSParams")
 SelfplayParams = config_section(SelfplayConfig, "SelfplayParams")
 TrainParams = config_section(TrainConfig, "TrainParams")
@@ -357,7 +376,7 @@ class Params(_Section):
     gate: GateParams = GateParams()
     evaluate: EvaluateParams = EvaluateParams()
     generations: dict[int, GenerationParams] = Field(
-        default_factory=lambda: {g: GenerationParams(prev=g - 1) for g in range(1, 7)},
+        default_factory=lambda: {g: GenerationParams(prev=g - 1) for g in range(1, 13)},
         description="the unrolled chain, one entry per generation g: \"g\": {prev: g - 1}; keys are quoted "
                     "(DVC's foreach drops numeric keys; parse_params insists); append one to train further")
     runtime: RuntimeParams = RuntimeParams()
