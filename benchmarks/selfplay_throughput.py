@@ -165,7 +165,7 @@ def main() -> None:
     p.add_argument("--cache", type=int, default=100_000, help="after: cached positions per worker")
     p.add_argument("--net", default=f"{d.blocks}x{d.channels}", type=_net_text,
                    help="with --model random: an untrained net, [KIND:]AxB as benchmarks/net_sizes.py "
-                        "writes it (default the default run's %(default)s; e.g. gpool:3x32, mlp:3x512)")
+                        "writes it (default %(default)s, the engine's NetConfig; e.g. gpool:3x48, mlp:3x512)")
     p.add_argument("--warmup", type=float, default=1.0, help="seconds of network calls before measuring")
     p.add_argument("--device", default="cpu",
                    help="cpu (default), cuda[:N] or auto; on CUDA try --in-flight 1024 --eval-batch 512")
