@@ -156,8 +156,12 @@ def test_the_evaluation_in_one_pool_plays_the_games_and_moves_of_separate_matche
     """evaluate_step runs every baseline match and the positions in one pool
     of two workers, the slow tasks first; its scores and move errors are
     those of play_match per baseline and the positions measured alone."""
+    import torch
+
+    from zeroloop.engine.nn import PolicyValueNet
     from zeroloop.pipeline import evaluation
     from zeroloop.pipeline.data.layout import derive_seed
+    from zeroloop.pipeline.data.storage import save_model
     from zeroloop.pipeline.matches import model_player, play_match
 
     monkeypatch.setattr(evaluation, "MEASURE_CHUNK", 4)
@@ -167,16 +171,19 @@ def test_the_evaluation_in_one_pool_plays_the_games_and_moves_of_separate_matche
                       "generations": {"1": {"prev": 0}}, "runtime": {"workers": 2, "device": "cpu"}})
     layout = Layout(tmp_path)
     init_step(p, layout)
-    layout.model(1).parent.mkdir(parents=True, exist_ok=True)
-    layout.model(1).write_bytes(layout.model(0).read_bytes())
+    game = p.make_game()
+    torch.manual_seed(1)  # generation 1: another net than generation 0's
+    save_model(layout.model(1), PolicyValueNet.for_game(game, p.net.config()), game,
+               meta={"generation": 1, "origin": 1})
     ps = positions_step(p, layout)
     result = evaluate_step(p, layout, 1, progress=False)
     me = model_player(p, str(layout.model(1)), "gen1", p.evaluate)
-    game = p.make_game()
-    for k, opp in enumerate(evaluation.baselines(p, True)):
+    previous = model_player(p, str(layout.model(0)), "gen0", p.evaluate)
+    assert result["vs_previous"]["opponent"] == "gen0"
+    for k, opp in enumerate([*evaluation.baselines(p, True), previous]):
         m = play_match(game, me, opp, games=6, opening_plies=2, seed=derive_seed(p.seed, "evaluate", 1) + k,
                        workers=2, progress=False)
-        key = "uct" if opp.kind == "uct" else opp.name
+        key = {"uct": "uct", "mcts": "previous"}.get(opp.kind, opp.name)
         assert (result[f"vs_{key}"]["wins"], result[f"vs_{key}"]["draws"]) == (m.score.wins, m.score.draws)
     alone = evaluation.solver_errors(p, str(layout.model(1)), ps)
     assert result["solver"] == alone and alone["positions"] == 12
@@ -212,8 +219,12 @@ def test_a_generation_whose_gate_kept_the_best_points_at_its_evaluation(tmp_path
     assert shown["vs_random"] == first["vs_random"] and shown["vs_uct"] == first["vs_uct"]
     assert shown["generation"] == 2 and shown["stage_cpu_s"] == second["stage_cpu_s"]
     evals, _ = report.match_results(p, rows)
-    played = [v["opponent"] for v in first.values() if isinstance(v, dict) and "opponent" in v]
+    played = [report.player(v["opponent"], 4) if k == "vs_previous" else v["opponent"]
+              for k, v in first.items() if isinstance(v, dict) and "opponent" in v]
     assert [e[1] for e in evals] == played and "uct5" in played  # generation 1's matches, once
+    # and the previous best (generation 0's net), rated as the player its own evaluation would be
+    assert first["vs_previous"]["opponent"] == "gen0" and "gen0@4" in played
+    assert sum(first["vs_previous"][k] for k in ("wins", "draws", "losses")) == 2
     layout.report(1, "eval").unlink()
     with pytest.raises(FileNotFoundError, match="gen_1/eval.json"):
         report.collect(p, layout)

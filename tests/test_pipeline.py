@@ -239,14 +239,16 @@ def test_dvc_repro_end_to_end(repo, monkeypatch):
 def test_generations_chain_in_dvcs_graph(repo):
     """Each generation's stages hang on the one before: its self-play on the
     previous gate's best and the previous replay (Go-Exploit's start positions),
-    its training on the previous replay too, its gate on the previous best; the
-    report on all (DVC's graph, built without running)."""
+    its training on the previous replay too, its gate and its evaluation (the
+    games against the previous best) on the previous best; the report on all
+    (DVC's graph, built without running)."""
     repo, env = repo
     three = parse_params({**TINY, "generations": {"1": {"prev": 0}, "2": {"prev": 1}, "3": {"prev": 2}}})
     (repo / "params.yaml").write_text(yaml.safe_dump(three.to_yaml_data(), sort_keys=False))
     dot = dvc(repo, "dag", "--dot", env=env).stdout
     edges = set(re.findall(r'"([^"]+)" -> "([^"]+)";', dot))
-    expected = {("init", "selfplay@1"), ("init", "train@1"), ("init", "gate@1"), ("init", "report"),
+    expected = {("init", "selfplay@1"), ("init", "train@1"), ("init", "gate@1"), ("init", "evaluate@1"),
+                ("init", "report"),
                 ("positions", "test_positions"), ("test_positions", "report")}
     for g in (1, 2, 3):
         expected |= {(f"selfplay@{g}", f"train@{g}"), (f"train@{g}", f"gate@{g}"),
@@ -254,7 +256,8 @@ def test_generations_chain_in_dvcs_graph(repo):
         expected |= {(f"{s}@{g}", "report") for s in ("selfplay", "train", "gate", "evaluate")}
         if g > 1:
             expected |= {(f"gate@{g - 1}", f"selfplay@{g}"), (f"gate@{g - 1}", f"train@{g}"),
-                         (f"gate@{g - 1}", f"gate@{g}"), (f"train@{g - 1}", f"train@{g}"),
+                         (f"gate@{g - 1}", f"gate@{g}"), (f"gate@{g - 1}", f"evaluate@{g}"),
+                         (f"train@{g - 1}", f"train@{g}"),
                          (f"train@{g - 1}", f"selfplay@{g}")}
     assert edges == expected, sorted(edges ^ expected)
 

@@ -298,6 +298,27 @@ def test_unconnected_players_are_finite_but_uncertain():
     assert r["x"][0] - r["y"][0] == pytest.approx(240.8, abs=3)
 
 
+def test_a_rating_is_bounded_only_through_a_chain_of_points_to_the_anchor():
+    """A sweep of the anchor leaves a rating free upwards, and a chain of sweeps too; one
+    game the champion did not win against a player the anchor bounds holds it; the fit's
+    standard error agrees (thousands of Elo where free, a few hundred where held)."""
+    from zeroloop.engine.rating import unbounded_side
+
+    early = [("gen1", "uct", 12, 0, 18)]  # bounded both ways
+    swept = [*early, ("gen2", "uct", 30, 0, 0), ("gen2", "gen1", 30, 0, 0)]
+    assert unbounded_side(early, "gen1", "uct") is None and unbounded_side(early, "uct", "uct") is None
+    assert unbounded_side(swept, "gen2", "uct") == "above"
+    held = [*early, ("gen2", "uct", 30, 0, 0), ("gen2", "gen1", 20, 4, 6)]
+    assert unbounded_side(held, "gen2", "uct") is None
+    chain = [*held, ("gen3", "uct", 30, 0, 0), ("gen3", "gen2", 17, 1, 12)]  # through gen2 to gen1 to uct
+    assert unbounded_side(chain, "gen3", "uct") is None
+    assert unbounded_side([("a", "uct", 0, 0, 10)], "a", "uct") == "below"
+    assert unbounded_side([("a", "uct", 0, 1, 9)], "a", "uct") is None  # a draw is points both ways
+    assert unbounded_side([("x", "y", 5, 0, 5)], "x", "uct") == "above"  # no path to the anchor at all
+    assert fit_elo(swept, anchor="uct")["gen2"][1] > 1000
+    assert fit_elo(chain, anchor="uct")["gen3"][1] < 300
+
+
 def _penalised_loglik(rb: np.ndarray, rc: np.ndarray, results, prior: float = 1e-3) -> np.ndarray:
     """Log-likelihood over a grid of (r_b, r_c) in nats with r_a = 0, written out pair by pair."""
     strength = {"a": 0.0, "b": rb, "c": rc}

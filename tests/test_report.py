@@ -88,11 +88,50 @@ def test_the_reports_time_split_sums_each_kind_of_stage_and_leaves_out_what_was_
 
 def test_a_champion_that_won_every_game_against_the_anchor_gets_no_rating_as_if_measured():
     """30 of 30 against the anchor bounds no Elo: the fit's number is then its prior's (a run
-    printed "Elo 1425 ± 3549"), so the report says what the games measured instead; a score
-    inside (0, 1), or no score against the anchor, keeps the number and its interval."""
-    assert report.elo_text(382.4, 61.2, "uct1000", 0.97) == "Elo 382 ± 120 (uct1000 = 0)"
-    assert report.elo_text(10.0, 5.0, "gnugo1", None) == "Elo 10 ± 10 (gnugo1 = 0)"
-    won = report.elo_text(1425.2, 1810.0, "uct1000", 1.0)
+    printed "Elo 1425 ± 3549"), so the report says what the games measured instead; a rating
+    the games bound keeps the number and its interval."""
+    assert report.elo_text(382.4, 61.2, "uct1000", None, 0.97) == "Elo 382 ± 120 (uct1000 = 0)"
+    assert report.elo_text(10.0, 5.0, "gnugo1") == "Elo 10 ± 10 (gnugo1 = 0)"
+    won = report.elo_text(1425.2, 1810.0, "uct1000", "above", 1.0)
     assert won.startswith("Elo above what its games measure (100% against uct1000, the anchor")
     assert "1425 ± 3548" in won and "prior" in won
-    assert report.elo_text(-900.0, 1500.0, "gnugo1", 0.0).startswith("Elo below what its games measure (0%")
+    assert report.elo_text(-900.0, 1500.0, "gnugo1", "below", 0.0).startswith(
+        "Elo below what its games measure (0%")
+
+
+def test_the_games_against_the_previous_best_rate_a_champion_that_sweeps_the_anchor(tmp_path):
+    """Connect Four's default beats UCT-1000 in every game from generation 9 on; its games
+    against the previous best (``vs_previous``, the same player as that model's own
+    evaluation) chain it to the generations UCT still measures: a finite rating, an
+    ``elo_gain`` with its interval, and no ``elo_unbounded`` in the metrics. Without those
+    games (a run from before them) the same champion is said to be unbounded."""
+    from zeroloop.engine.rating import fit_league, unbounded_side
+
+    def result(opponent, wins, draws, losses):
+        return {"opponent": opponent, "score": (wins + draws / 2) / (wins + draws + losses), "wins": wins,
+                "draws": draws, "losses": losses}
+
+    p = parse_params({"game": "connect4", "evaluate": {"simulations": 200}})
+    rows = []
+    for g, (uct, prev) in enumerate((((18, 0, 12), (26, 0, 4)), ((27, 0, 3), (19, 2, 9)),
+                                     ((30, 0, 0), (18, 1, 11))), start=1):
+        ev = {"model": f"gen{g}", "simulations": 200, "vs_random": result("random", 30, 0, 0),
+              "vs_uct": result("uct1000", *uct), "vs_previous": result(f"gen{g - 1}", *prev)}
+        gate = {"generation": g, "candidate": f"gen{g}", "opponent": f"gen{g - 1}", "simulations": 100,
+                "wins": 12, "draws": 0, "losses": 8, "score": 0.6, "accepted": True}
+        rows.append({"eval": ev, "gate": gate, "train": {"train_loss": 1.0}, "selfplay": {"mean_length": 30}})
+    evals, gates = report.match_results(p, rows)
+    assert ("gen3@200", "gen2@200", 18, 1, 11) in evals and ("gen1@200", "gen0@200", 26, 0, 4) in evals
+    anchor = report.anchor_of(p, evals)
+    assert anchor == "uct1000"
+    elo = fit_league(evals, anchor=anchor)
+    table = report.table(p, rows, elo, fit_league(gates, anchor="gen0@100"))
+    assert [r["vs_previous"] for r in table] == [26 / 30, 20 / 30, 18.5 / 30]
+    assert table[-1]["elo_se"] < 250 and table[-1]["elo_gain_se"] < 200
+    assert unbounded_side(evals, "gen3@200", anchor) is None
+    before = [e for e in evals if not e[1].startswith("gen")]  # the same run without those games
+    assert unbounded_side(before, "gen3@200", anchor) == "above"
+    assert fit_league(before, anchor=anchor).rating("gen3@200")[1] > 1000
+    for row in table:
+        row.update(value_loss=0.5, policy_loss=0.5)
+    assert tmp_path / "scores.png" in plots.draw_plots(table, "connect4", anchor, tmp_path)

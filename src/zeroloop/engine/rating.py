@@ -293,6 +293,45 @@ class EloFit:
         return {n: self.rating(n) for n in self.names}
 
 
+def unbounded_side(results: Iterable[tuple[str, str, float, float, float]], name: str,
+                   anchor: str) -> str | None:
+    """Where the games leave ``name``'s rating free to run off relative to
+    ``anchor``: ``"above"``, ``"below"`` or None (bounded both ways; also for
+    the anchor itself). Results are :func:`fit_league`'s. A rating is bounded
+    above when a chain of players, each of whom took points (a win or a
+    draw) from the one before, leads from ``name`` to the anchor; below when
+    a chain leads there in which each player took points from the next. A
+    player who beat every opponent in every game has no such chain upwards,
+    and its fitted rating is its prior's, however many games it played."""
+    took: dict[str, set[str]] = {}  # took[a]: the players a took points from
+    for a, b, w, d, lo in results:
+        if w + d > 0:
+            took.setdefault(a, set()).add(b)
+        if lo + d > 0:
+            took.setdefault(b, set()).add(a)
+    gave: dict[str, set[str]] = {}  # gave[b]: the players that took points from b
+    for a, bs in took.items():
+        for b in bs:
+            gave.setdefault(b, set()).add(a)
+
+    def reaches(edges: dict[str, set[str]]) -> bool:
+        seen, todo = {name}, [name]
+        while todo:
+            for nxt in edges.get(todo.pop(), ()):
+                if nxt == anchor:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return False
+
+    if name == anchor:
+        return None
+    if not reaches(gave):
+        return "above"
+    return None if reaches(took) else "below"
+
+
 def fit_elo(results: Iterable[tuple[str, str, float, float, float]], anchor: str,
             anchor_elo: float = 0.0, prior: float = 1e-3) -> dict[str, tuple[float, float]]:
     """``{name: (elo, standard_error)}``: :func:`fit_league` as a mapping."""

@@ -251,8 +251,9 @@ def _rounded(interval: tuple[float, float]) -> list[float]:
 
 
 def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True) -> dict:
-    """Generation ``gen``'s best model against the baselines, and its move
-    error on the test positions; written to the generation's ``eval.json``."""
+    """Generation ``gen``'s best model against the baselines and the previous
+    generation's best (:func:`previous_best`), and its move error on the
+    validation positions; written to the generation's ``eval.json``."""
     game = p.make_game()
     best = layout.model(gen)
     _, _, meta = load_model(best, game)
@@ -271,7 +272,10 @@ def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True)
     workers = p.runtime.workers or default_workers()
     tasks: list = []
     matches: list[tuple[PlayerSpec, list[int]]] = []
-    for k, opp in enumerate(baselines(p, has_perfect)):
+    opponents = baselines(p, has_perfect)
+    if (previous := previous_best(p, layout, gen)).name != me.name:
+        opponents.append(previous)
+    for k, opp in enumerate(opponents):
         if opp.kind == "gnugo" and find_gnugo() is None:
             print(f"[evaluate@{gen}] GnuGo is not installed, so no games against {opp.name} "
                   "(`make gnugo`, or set evaluate.gnugo_level: 0)", file=sys.stderr)
@@ -297,7 +301,7 @@ def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True)
             m.games.extend(out[i])
         s = m.score
         lo, hi = s.interval(0.95)
-        key = "uct" if opp.kind == "uct" else opp.name
+        key = {"uct": "uct", "mcts": "previous"}.get(opp.kind, opp.name)
         result[f"vs_{key}"] = {"opponent": opp.name, "score": round(s.score, 4), "ci95_low": round(lo, 4),
                                "ci95_high": round(hi, 4), "wins": s.wins, "draws": s.draws,
                                "losses": s.losses}
@@ -308,6 +312,22 @@ def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True)
     result["machine"] = machine(p.runtime.device, p.runtime.precision)
     write_json(layout.report(gen, "eval"), result)
     return result
+
+
+def previous_best(p: Params, layout: Layout, gen: int) -> PlayerSpec:
+    """The previous generation's best model, searched as this evaluation
+    searches (``gen<origin>``, the generation that trained it): the one
+    opponent whose games link this generation's rating to the last one's.
+    Against the fixed baselines a strong model wins every game, which bounds
+    nothing (Elo needs an anchor the games can inform); through these games
+    the chain of best models reaches back to the generations that the
+    anchor does measure. ``evaluate@g`` plays only where the gate took a new
+    model, so in a run the two are never the same model (where they are,
+    the caller plays no games against it)."""
+    prev = p.generations[gen].prev
+    path = layout.model(prev)
+    _, _, meta = load_model(path, p.make_game())
+    return model_player(p, str(path), f"gen{meta.get('origin', prev)}", p.evaluate)
 
 
 def _kept_best(p: Params, layout: Layout, gen: int, origin: int) -> dict:

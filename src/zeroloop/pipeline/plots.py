@@ -40,9 +40,11 @@ def draw_plots(rows: list[dict], game: str, anchor: str, where: Path, reference:
     fig, ax = plt.subplots(figsize=(6, 4))
     gnugo = [(k, f"vs GnuGo level {k.removeprefix('vs_gnugo')}") for k in rows[0] if k.startswith("vs_gnugo")]
     for key, label in (("vs_random", "vs random"), ("vs_uct", "vs rollout UCT"), ("vs_perfect", "vs perfect"),
-                       *gnugo, ("gate_score", "gate: candidate vs best")):
-        if key in rows[0]:
-            ax.plot(gens, [r[key] for r in rows], marker="o", label=label)
+                       *gnugo, ("vs_previous", "vs the previous best"),
+                       ("gate_score", "gate: candidate vs best")):
+        points = [(g, r[key]) for g, r in zip(gens, rows, strict=True) if r.get(key) is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), marker="o", label=label)
     if "solver_error" in rows[0]:
         ax.plot(gens, [r["solver_error"] for r in rows], marker="s", ls="--", label="solver error rate")
     ax.axhline(0.55, color="grey", lw=0.8, ls=":")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from zeroloop.engine.nn.machine import summary_line
-from zeroloop.engine.rating import EloFit, fit_league
+from zeroloop.engine.rating import EloFit, fit_league, unbounded_side
 from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
 from zeroloop.pipeline.data.layout import Layout
 from zeroloop.pipeline.data.storage import atomic_write_bytes, load_model, read_json, write_json
@@ -70,8 +70,8 @@ def player(name: str, simulations: int) -> str:
 
 
 def match_results(p: Params, rows: list[dict]) -> tuple[list[tuple], list[tuple]]:
-    """Every rated game: (evaluation games against the baselines, gate games),
-    each model named with its search budget."""
+    """Every rated game: (evaluation games against the baselines and the
+    previous best, gate games), each model named with its search budget."""
     evals, gates = [], []
     for r in rows:
         gate, ev = r["gate"], r["eval"]
@@ -80,9 +80,11 @@ def match_results(p: Params, rows: list[dict]) -> tuple[list[tuple], list[tuple]
                       gate["wins"], gate["draws"], gate["losses"]))
         if "same_as" in ev:
             continue  # the kept model's games, already counted at its own generation
-        for v in ev.values():
+        for key, v in ev.items():
             if isinstance(v, dict) and "opponent" in v:
-                evals.append((player(ev["model"], es), v["opponent"], v["wins"], v["draws"], v["losses"]))
+                # the previous best is a model searched as this one: the same player as its own evaluation
+                them = player(v["opponent"], es) if key == "vs_previous" else v["opponent"]
+                evals.append((player(ev["model"], es), them, v["wins"], v["draws"], v["losses"]))
     return evals, gates
 
 
@@ -177,6 +179,7 @@ def table(p: Params, rows: list[dict], elo: EloFit, gate_elo: EloFit) -> list[di
         row.update({
             "gate_score": gate["score"], "gate_accepted": gate["accepted"],
             "vs_random": ev["vs_random"]["score"], "vs_uct": ev["vs_uct"]["score"],
+            "vs_previous": ev["vs_previous"]["score"] if "vs_previous" in ev else None,
             "train_loss": train.get("train_loss"), "value_loss": train.get("train_value_loss"),
             "policy_loss": train.get("train_policy_loss"), "selfplay_length": sp["mean_length"],
         })
@@ -281,6 +284,10 @@ def report_step(p: Params, layout: Layout) -> RunReport:
         "vs_random": last["vs_random"], "vs_uct": last["vs_uct"],
         "uct_playouts": p.evaluate.uct_playouts,
     }
+    side = unbounded_side(evals, player(last["best"], final_eval.get("simulations", p.evaluate.simulations)),
+                          anchor)
+    if side:  # the champion's games leave its rating free that way: "elo" is the fit's prior
+        metrics["elo_unbounded"] = side
     for key in ("gate_elo", "gate_elo_se", "vs_perfect", "solver_error", "policy_error"):
         if key in last:
             metrics[key] = last[key]
@@ -323,6 +330,8 @@ def champion_tags(report: RunReport) -> dict[str, str]:
     m = report.metrics
     tags = {k: m[k] for k in ("champion", "generations", "training_minutes", "training_cpu_minutes",
                               "elo", "elo_se", "elo_anchor")}
+    if "elo_unbounded" in m:
+        tags["elo_unbounded"] = m["elo_unbounded"]
     tags.update({k: m[k] for k in gnugo_keys(report.final_eval) if k in m})
     test = m.get("test", {})
     tags.update({f"test.{k}": test[k] for k in ("search_error", "policy_error", "positions", "simulations")
@@ -366,16 +375,19 @@ def log_report(tr: Tracker, layout: Layout, report: RunReport) -> str:
     return version
 
 
-def elo_text(elo: float, se: float, anchor: str, anchor_score: float | None) -> str:
+def elo_text(elo: float, se: float, anchor: str, unbounded: str | None = None,
+             anchor_score: float | None = None) -> str:
     """The champion's Elo as the report says it: with its 95% interval, or,
-    when it won (or lost) every game against the anchor, as what it is: a
-    rating its games do not bound, the fit's number then coming from its
-    prior (Elo needs an anchor the games can inform)."""
+    where its games do not bound it (``unbounded``: ``"above"`` or
+    ``"below"``, from :func:`~zeroloop.engine.rating.unbounded_side`), as
+    what it is, the fit's number then coming from its prior (Elo needs an
+    anchor the games can inform). A champion that won every game against the
+    anchor is still bounded when it took fewer than all the points from the
+    previous best, and that one is bounded in turn."""
     fit = f"{elo:.0f} ± {1.96 * se:.0f}"
-    if anchor_score is not None and anchor_score in (0.0, 1.0):
-        side = "above" if anchor_score == 1.0 else "below"
-        return (f"Elo {side} what its games measure ({anchor_score:.0%} against {anchor}, the anchor; "
-                f"the fit's {fit} is its prior's)")
+    if unbounded:
+        against = f"{anchor_score:.0%} against {anchor}, the anchor; " if anchor_score is not None else ""
+        return f"Elo {unbounded} what its games measure ({against}the fit's {fit} is its prior's)"
     return f"Elo {fit} ({anchor} = 0)"
 
 
@@ -388,7 +400,7 @@ def report_lines(p: Params, layout: Layout, report: RunReport, version: str | No
     reg = f"; registered as {p.registered_model_name()} v{version} @champion" if version else ""
     scores = {f"uct{p.evaluate.uct_playouts}": last["vs_uct"],
               **{final_eval[k]["opponent"]: last[k] for k in gnugo_keys(final_eval)}}
-    elo = elo_text(last["elo"], last["elo_se"], anchor, scores.get(anchor))
+    elo = elo_text(last["elo"], last["elo_se"], anchor, metrics.get("elo_unbounded"), scores.get(anchor))
     lines = [f"champion {metrics['champion']} after {len(report.generations)} generations "
              f"({last['training_minutes']:.0f} min of training): {elo}, vs random {last['vs_random']:.0%}, "
              f"vs uct{p.evaluate.uct_playouts} {last['vs_uct']:.0%}{reg}"]

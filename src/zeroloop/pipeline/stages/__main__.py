@@ -14,7 +14,8 @@ def main(argv: list[str] | None = None) -> int:
                                  description="Run one pipeline stage (dvc.yaml calls these).")
     ap.add_argument("stage", choices=STAGES)
     ap.add_argument("--gen", type=int, help="generation (per-generation stages)")
-    ap.add_argument("--prev", type=int, help="the previous generation")
+    ap.add_argument("--prev", type=int, help="the previous generation (selfplay, train, gate; evaluate: "
+                                              "checked against params when given)")
     ap.add_argument("--params", default="params.yaml", help="params file (default params.yaml)")
     args = ap.parse_args(argv)
     if args.stage in PER_GENERATION and args.gen is None:
