@@ -128,6 +128,14 @@ def test_dvc_repro_end_to_end(repo, monkeypatch):
     champion = (repo / "models/champion.pt").read_bytes()
     assert champion == (repo / "models/generations/gen_1/best.pt").read_bytes()
     assert (repo / "reports/plots/elo.png").stat().st_size > 1000
+    # generation 1 against generation 0's net, the Elo chain's first link, where the gate took it
+    # (where it kept generation 0's net, that is the model evaluated, and it has no one to play)
+    assert (rows[0]["vs_previous"] != "") == bool(gate["accepted"]), (rows[0], gate)
+    # dvc.yaml's plots render, every one (a plot named `error` once made DVC say it "failed to load some")
+    shown = dvc(repo, "plots", "show", "-o", str(repo / "dvc_plots"), env=env)
+    assert "failed" not in (shown.stdout + shown.stderr).lower(), shown.stdout + shown.stderr
+    page = (repo / "dvc_plots" / "index.html").read_text()
+    assert all(y in page for y in ("vs_previous", "solver_error", "elo")), page[:500]
 
     # a model file overwritten by mistake: DVC sees it, restores it from its cache, reruns nothing
     candidate = repo / "models/generations/gen_1/candidate.pt"
