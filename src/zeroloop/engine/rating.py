@@ -304,15 +304,12 @@ def unbounded_side(results: Iterable[tuple[str, str, float, float, float]], name
     player who beat every opponent in every game has no such chain upwards,
     and its fitted rating is its prior's, however many games it played."""
     took: dict[str, set[str]] = {}  # took[a]: the players a took points from
-    for a, b, w, d, lo in results:
-        if w + d > 0:
-            took.setdefault(a, set()).add(b)
-        if lo + d > 0:
-            took.setdefault(b, set()).add(a)
     gave: dict[str, set[str]] = {}  # gave[b]: the players that took points from b
-    for a, bs in took.items():
-        for b in bs:
-            gave.setdefault(b, set()).add(a)
+    for a, b, w, d, lo in results:
+        for scorer, other, points in ((a, b, w + d), (b, a, lo + d)):
+            if points > 0:
+                took.setdefault(scorer, set()).add(other)
+                gave.setdefault(other, set()).add(scorer)
 
     def reaches(edges: dict[str, set[str]]) -> bool:
         seen, todo = {name}, [name]
