@@ -1,4 +1,6 @@
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -320,3 +322,30 @@ def test_each_kind_of_net_learns_through_the_real_lightning_fit(tictactoe_data, 
     assert after < before - 0.1, (before, after)
     assert math.isfinite(losses["train/loss_epoch"])
     assert not net.training and all(t.is_contiguous() for t in net.state_dict().values())
+
+
+_FLUSH_PROBE = """
+import sys, torch
+from zeroloop.pipeline.stages.train import flush_denormals
+torch.set_num_threads(2)
+if sys.argv[1] == "late":
+    (torch.ones(1 << 20) * 1.0).sum()  # the thread pool starts here, before the call
+ok = flush_denormals(torch)
+x = torch.ones(1 << 20, dtype=torch.int32).view(torch.float32)  # the smallest denormal, from its bits
+print(ok, int(((x * 1.0) != 0).sum()))
+"""
+
+
+@pytest.mark.parametrize("when", ["early", "late"])
+def test_the_train_stage_flushes_denormals_in_every_thread(when):
+    """Denormal weights made round 34's training steps ~10x slower on a CPU: the train stage
+    computes them as zero, called before its thread pool starts, and then every thread does.
+    Called after the pool started, the other thread keeps denormals, and the check says so."""
+    out = subprocess.run([sys.executable, "-c", _FLUSH_PROBE, when], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    ok, kept = out.stdout.split()
+    if when == "early":
+        assert (ok, kept) == ("True", "0")
+    else:
+        assert ok == "False" and int(kept) > 0
