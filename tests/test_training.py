@@ -330,7 +330,7 @@ from zeroloop.pipeline.stages.train import flush_denormals
 torch.set_num_threads(2)
 if sys.argv[1] == "late":
     (torch.ones(1 << 20) * 1.0).sum()  # the thread pool starts here, before the call
-ok = flush_denormals(torch)
+ok = flush_denormals()
 x = torch.ones(1 << 20, dtype=torch.int32).view(torch.float32)  # the smallest denormal, from its bits
 print(ok, int(((x * 1.0) != 0).sum()))
 """

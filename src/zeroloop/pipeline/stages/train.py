@@ -8,7 +8,7 @@ from zeroloop.pipeline.stages.common import LAYOUT, say
 from zeroloop.pipeline.tracking.runs import Tracker, logging_after_work
 
 
-def flush_denormals(torch) -> bool:
+def flush_denormals() -> bool:
     """Compute denormal floats as zero (x86's flush-to-zero and denormals-are-zero) in this
     thread and in the threads it starts from now on. Weights that decay under L2 can turn
     denormal, and on a CPU each operation on one is about 10x slower: round 34's batch-128
@@ -16,6 +16,8 @@ def flush_denormals(torch) -> bool:
     hold no denormal weights and train to the same bytes either way. Returns whether every
     thread of a parallel operation flushed (False: the CPU cannot, or a thread pool started
     before this call and keeps its own setting)."""
+    import torch
+
     if not torch.set_flush_denormal(True):
         return False
     # the smallest denormal, made from its bits (a float made under the flag is already zero),
@@ -36,7 +38,9 @@ def run(p: Params, gen: int, prev: int) -> None:
 
     quiet_libraries()
 
-    flush_denormals(torch)  # before the thread pool starts: its threads inherit the setting
+    if not flush_denormals():  # before the thread pool starts: its threads inherit the setting
+        say(f"train@{gen}", "denormal floats are not flushed in every thread (this CPU cannot, or torch's "
+                            "thread pool started first): weights that decay towards zero train slower")
     torch.set_num_threads(local_cores())  # the only busy process now
     with Tracker.open(p) as tr:
         tr.fresh_generation_run(gen, LAYOUT, "train")  # a rerun replaces its loss curves, never mixes them
