@@ -235,13 +235,15 @@ def test_library_configs_refuse_values_outside_their_declared_range():
 
 def test_strong_preset_is_the_defaults_run_longer_with_the_net_it_was_measured_with():
     """docs/strength.md measures presets/connect4-strong.yaml: the defaults for 18 generations, with
-    the 5x64 ResNet of before round 32 (not re-measured with the default's gpool 3x48)."""
+    the 5x64 ResNet of before round 32 and the batch of 512 of before round 35 (not re-measured with
+    the default's gpool 3x48 or its batch of 128)."""
     from zeroloop.pipeline.params.presets import preset_params
 
     strong, _ = preset_params("connect4-strong", ROOT / "presets")
     assert len(strong.generations) == 18
     assert strong.net.config() == NetConfig() and (strong.net.kind, strong.net.blocks) == ("resnet", 5)
-    measured = parse_params({"net": {"kind": "resnet", "blocks": 5, "channels": 64}})
+    measured = parse_params({"net": {"kind": "resnet", "blocks": 5, "channels": 64},
+                             "train": {"batch_size": 512}})
     assert strong.model_copy(update={"generations": measured.generations}) == measured
 
 
@@ -249,6 +251,7 @@ def test_the_default_net_is_round_32s_and_the_engines_stays_the_5x64():
     assert (parse_params({}).net.kind, parse_params({}).net.blocks, parse_params({}).net.channels) == (
         "gpool", 3, 48)
     assert len(parse_params({}).generations) == 12
+    assert parse_params({}).train.batch_size == 128  # round 35
     assert (NetConfig().kind, NetConfig().blocks, NetConfig().channels) == ("resnet", 5, 64)
 
 

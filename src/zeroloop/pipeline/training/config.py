@@ -62,7 +62,7 @@ class TrainConfig:
 
     replay_generations: Annotated[int, at.Interval(ge=1, le=1000)] = 4
     epochs: Annotated[int, at.Interval(ge=1, le=1000)] = 2
-    batch_size: Annotated[int, at.Interval(ge=1, le=65536)] = 512
+    batch_size: Annotated[int, at.Interval(ge=1, le=65536)] = 128
     optimizer: Literal["adam", "adamw", "sgd"] = "adam"
     lr: Annotated[float, at.Interval(gt=0, le=10)] = 2e-3
     lr_schedule: Literal["constant", "cosine", "step"] = "cosine"
