@@ -2,6 +2,8 @@
 group boundaries, a grouped set that agrees with the solver, and per-group
 error rates in the evaluation."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -234,6 +236,53 @@ def test_measuring_over_workers_gives_the_moves_of_one_process(tmp_path, monkeyp
     two = evaluation.policy_and_search_moves(p, str(model), states, workers=2)
     assert len(one[1]) == len(states) == 18
     assert one[0].tolist() == two[0].tolist() and one[1] == two[1]
+
+
+def test_a_model_replaced_while_it_is_measured_is_measured_as_it_was(tmp_path, monkeypatch):
+    """Each task opens the model file; the measurement reads the file once
+    and hands the tasks a private copy, so a file replaced after the first
+    task is still measured whole as the network it held at the start (it
+    was measured as a mix of two networks), and the copy is gone after.
+    A damaged file fails before any task, naming the file."""
+    import torch
+
+    from zeroloop.engine.nn import NetConfig, PolicyValueNet
+    from zeroloop.pipeline import evaluation
+    from zeroloop.pipeline.data.layout import Layout
+    from zeroloop.pipeline.data.storage import DamagedFileError, save_model
+    from zeroloop.pipeline.params import parse_params
+
+    monkeypatch.setattr(evaluation, "MEASURE_CHUNK", 7)
+    p = parse_params({"game": "connect4", "evaluate": {"positions_per_group": 3, "simulations": 8},
+                      "runtime": {"device": "cpu"}})
+    states = evaluation.positions_step(p, Layout(tmp_path)).states(C4)
+    models = {}
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        models[seed] = tmp_path / f"m{seed}.pt"
+        save_model(models[seed], PolicyValueNet.for_game(C4, NetConfig(blocks=1, channels=8, value_hidden=8)),
+                   C4, meta={})
+    clean = {k: evaluation.policy_and_search_moves(p, str(m), states, workers=1) for k, m in models.items()}
+    assert clean[1][0][7:].tolist() != clean[2][0][7:].tolist()  # the later tasks would tell the two apart
+    read, measure = [], evaluation._moves_here
+
+    def replacing(p, path, task_states):
+        read.append(path)
+        out = measure(p, path, task_states)
+        if len(read) == 1:  # replaced after the first task
+            models[1].write_bytes(models[2].read_bytes())
+        return out
+
+    monkeypatch.setattr(evaluation, "_moves_here", replacing)
+    mixed = evaluation.policy_and_search_moves(p, str(models[1]), states, workers=1)
+    assert len(read) == 3
+    assert mixed[0].tolist() == clean[1][0].tolist() and mixed[1] == clean[1][1]
+    assert str(models[1]) not in read
+    assert not any(Path(r).exists() for r in read)
+    bad = tmp_path / "bad.pt"
+    bad.write_bytes(models[2].read_bytes()[:-10])
+    with pytest.raises(DamagedFileError, match="bad.pt: truncated"):
+        evaluation.policy_and_search_moves(p, str(bad), states, workers=1)
 
 
 @pytest.mark.parametrize("test_set", [False, True])

@@ -387,7 +387,8 @@ def build_parser() -> argparse.ArgumentParser:
                "shipped, reference: the default run's champion). With two or more models, each after the "
                "first is then compared with the first position by position (paired, as an ablation "
                "compares two arms): the difference in points with its 95% interval, how many positions "
-               "only one of the two got wrong, and McNemar's exact p.")
+               "only one of the two got wrong, and McNemar's exact p. Each file is read once, at the "
+               "start: one replaced meanwhile is still measured, on every set, as it was then.")
     er.add_argument("models", nargs="+", help="model files or ids")
     er.add_argument("--set", choices=["validation", "test", "both"], default="test",
                     help="position set (default test: the held-out one)")

@@ -40,6 +40,7 @@ def measure(models: list[str], which: str, params_file: str, root: str, sims: in
     from zeroloop.pipeline.data.layout import Layout
     from zeroloop.pipeline.data.storage import read_json
     from zeroloop.pipeline.evaluation import policy_and_search_moves, solver_errors
+    from zeroloop.pipeline.matches import PinnedModels
 
     p = evaluate_params(params_file, sims)
     game = p.make_game()
@@ -71,26 +72,32 @@ def measure(models: list[str], which: str, params_file: str, root: str, sims: in
             raise ValueError(f"{m}: an untrained network has no file to measure")
         files.append((m, info.path))
     mistakes: dict[tuple[int, str], tuple[np.ndarray, np.ndarray]] = {}
-    for i, (m, path) in enumerate(files):
-        for name, ps in loaded.items():
-            moves = policy_and_search_moves(p, path, ps.states(game))
-            mistakes[i, name] = (move_mistakes(ps, moves[0]), move_mistakes(ps, moves[1]))
-            out = solver_errors(p, path, ps, moves)
-            if as_json:
-                print(json.dumps({"model": m, "path": path, "set": name, **out}), flush=True)
-                continue
-            print(f"{m} ({path}) on the {name} set: {out['positions']} positions, search at "
-                  f"{out['simulations']} simulations, network {precision}")
-            print(_line("overall", out["search_error_rate"], out["search_error_ci95"],
-                        out["policy_error_rate"], out["policy_error_ci95"], out["positions"]))
-            for g, v in out["groups"].items() if len(out["groups"]) > 1 else ():
-                print(_line(g, v["search_error_rate"], v["search_error_ci95"], v["policy_error_rate"],
-                            v["policy_error_ci95"], v["positions"]))
-            sys.stdout.flush()
+    with PinnedModels() as pins:  # each file read once: one network on every set, even if replaced meanwhile
+        pinned = [pins.local(path) for _, path in files]
+        for i, (m, path) in enumerate(files):
+            for name, ps in loaded.items():
+                moves = policy_and_search_moves(p, pinned[i], ps.states(game))
+                mistakes[i, name] = (move_mistakes(ps, moves[0]), move_mistakes(ps, moves[1]))
+                _print_errors(m, path, name, solver_errors(p, pinned[i], ps, moves), precision, as_json)
     for name, ps in loaded.items():
         for i in range(1, len(files)):
             _compare(files[0][0], files[i][0], name, ps, mistakes[0, name], mistakes[i, name], as_json)
     return 0
+
+
+def _print_errors(m: str, path: str, name: str, out: dict, precision: str, as_json: bool) -> None:
+    """One model's errors on one set (``m`` as the user named it, ``path`` its file)."""
+    if as_json:
+        print(json.dumps({"model": m, "path": path, "set": name, **out}), flush=True)
+        return
+    print(f"{m} ({path}) on the {name} set: {out['positions']} positions, search at "
+          f"{out['simulations']} simulations, network {precision}")
+    print(_line("overall", out["search_error_rate"], out["search_error_ci95"],
+                out["policy_error_rate"], out["policy_error_ci95"], out["positions"]))
+    for g, v in out["groups"].items() if len(out["groups"]) > 1 else ():
+        print(_line(g, v["search_error_rate"], v["search_error_ci95"], v["policy_error_rate"],
+                    v["policy_error_ci95"], v["positions"]))
+    sys.stdout.flush()
 
 
 def _compare(first: str, second: str, which: str, ps, a: tuple, b: tuple, as_json: bool) -> None:

@@ -29,13 +29,12 @@ from zeroloop.pipeline.data.layout import Layout, derive_seed
 from zeroloop.pipeline.data.storage import ShippedFile, load_model, local_file, read_json, write_json
 from zeroloop.pipeline.matches import (
     MatchTask,
+    PinnedModels,
     PlayerSpec,
     match_openings,
     match_tasks,
     model_player,
     play_match_task,
-    travelling,
-    travelling_model,
 )
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.runtime.backend import Tick
@@ -193,20 +192,23 @@ def policy_and_search_moves(p: Params, path: str, states: list, *, workers: int 
     The positions are searched in tasks of :data:`MEASURE_CHUNK` over
     ``workers`` processes (default: ``runtime.workers``, else one per core),
     each task one batch, so the moves are the same for any number of workers."""
-    tasks = _moves_tasks(p, path, states)
-    if not tasks:
+    if not states:
         return np.zeros(0, np.int64), []
     n = workers or p.runtime.workers or default_workers()
-    if n == 1 or len(tasks) == 1:  # no pool to start: the same tasks, here
-        parts = [_moves_here(p, path, t.states) for t in tasks]
-    else:
-        parts = run_tasks(_moves_task, tasks, workers=n, total=len(states), desc=desc, unit="position",
-                          progress=progress)
+    with PinnedModels() as pins:  # every task measures the bytes that were there at the start
+        tasks = _moves_tasks(p, pins.model(path), states)
+        if n == 1 or len(tasks) == 1:  # no pool to start: the same tasks, here
+            model = local_file(tasks[0].model)
+            parts = [_moves_here(p, model, t.states) for t in tasks]
+        else:
+            parts = run_tasks(_moves_task, tasks, workers=n, total=len(states), desc=desc,
+                              unit="position", progress=progress)
     return _joined(parts)
 
 
-def _moves_tasks(p: Params, path: str, states: list) -> list[_MovesTask]:
-    model = travelling_model(path)
+def _moves_tasks(p: Params, model: str | ShippedFile, states: list) -> list[_MovesTask]:
+    """``states`` in tasks of :data:`MEASURE_CHUNK`, each naming ``model``
+    as :class:`~zeroloop.pipeline.matches.PinnedModels` gives it."""
     return [_MovesTask(p, model, states[i:i + MEASURE_CHUNK]) for i in range(0, len(states), MEASURE_CHUNK)]
 
 
@@ -275,25 +277,28 @@ def evaluate_step(p: Params, layout: Layout, gen: int, *, progress: bool = True)
     opponents = baselines(p, has_perfect)
     if (previous := previous_best(p, layout, gen)).name != me.name:
         opponents.append(previous)
-    for k, opp in enumerate(opponents):
-        if opp.kind == "gnugo" and find_gnugo() is None:
-            print(f"[evaluate@{gen}] GnuGo is not installed, so no games against {opp.name} "
-                  "(`make gnugo`, or set evaluate.gnugo_level: 0)", file=sys.stderr)
-            continue
-        seed = derive_seed(p.seed, "evaluate", gen) + k
-        mine = match_tasks(game, travelling(me), travelling(opp),
-                           match_openings(game, e.games, e.opening_plies, seed), seed=seed, workers=workers)
-        matches.append((opp, list(range(len(tasks), len(tasks) + len(mine)))))
-        tasks += mine
-    positioned = _moves_tasks(p, str(best), positions.states(game) if positions.moves else [])
-    measured = list(range(len(tasks), len(tasks) + len(positioned)))
-    tasks += positioned
-    # the long tasks first (rollout UCT, GnuGo), the positions, then the quick games against random
-    quick = {i for opp, ids in matches if opp.kind == "random" for i in ids}
-    order = sorted(range(len(tasks)), key=lambda i: (i in quick, i in measured))
-    units = sum(2 * len(t.openings) if isinstance(t, MatchTask) else len(t.states) for t in tasks)
-    done = run_tasks(_evaluation_task, [tasks[i] for i in order], workers=workers, total=units,
-                     desc=f"evaluate@{gen} (games and positions)", unit="item", progress=progress)
+    with PinnedModels() as pins:
+        for k, opp in enumerate(opponents):
+            if opp.kind == "gnugo" and find_gnugo() is None:
+                print(f"[evaluate@{gen}] GnuGo is not installed, so no games against {opp.name} "
+                      "(`make gnugo`, or set evaluate.gnugo_level: 0)", file=sys.stderr)
+                continue
+            seed = derive_seed(p.seed, "evaluate", gen) + k
+            mine = match_tasks(game, pins.spec(me), pins.spec(opp),
+                               match_openings(game, e.games, e.opening_plies, seed), seed=seed,
+                               workers=workers)
+            matches.append((opp, list(range(len(tasks), len(tasks) + len(mine)))))
+            tasks += mine
+        positioned = (_moves_tasks(p, pins.model(str(best)), positions.states(game))
+                      if positions.moves else [])
+        measured = list(range(len(tasks), len(tasks) + len(positioned)))
+        tasks += positioned
+        # the long tasks first (rollout UCT, GnuGo), the positions, then the quick games against random
+        quick = {i for opp, ids in matches if opp.kind == "random" for i in ids}
+        order = sorted(range(len(tasks)), key=lambda i: (i in quick, i in measured))
+        units = sum(2 * len(t.openings) if isinstance(t, MatchTask) else len(t.states) for t in tasks)
+        done = run_tasks(_evaluation_task, [tasks[i] for i in order], workers=workers, total=units,
+                         desc=f"evaluate@{gen} (games and positions)", unit="item", progress=progress)
     out = dict(zip(order, done, strict=True))
     for opp, ids in matches:
         m = MatchResult(me.name, opp.name)

@@ -7,7 +7,11 @@ this module decides where they run and how players are built in a worker.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -17,7 +21,7 @@ from zeroloop.engine.games import Game, make_game
 from zeroloop.engine.players import Player
 from zeroloop.engine.rating import SPRT
 from zeroloop.engine.search import GREEDY, MoveSchedule, SearchConfig
-from zeroloop.pipeline.data.storage import ShippedFile
+from zeroloop.pipeline.data.storage import ShippedFile, read_checked_model
 from zeroloop.pipeline.params import Params
 from zeroloop.pipeline.runtime.backend import Tick, current_backend
 from zeroloop.pipeline.runtime.workers import default_workers, run_tasks
@@ -102,21 +106,22 @@ def play_match(game: Game, a: PlayerSpec, b: PlayerSpec, *, games: int, opening_
     """
     openings = match_openings(game, games, opening_plies, seed)
     n_workers = workers or default_workers()
-    a, b = travelling(a), travelling(b)
     per_round = len(openings) if sprt is None else max(1, round_games // 2)
     result = MatchResult(a.name, b.name)
-    for r0 in range(0, len(openings), per_round):
-        chunk = openings[r0:r0 + per_round]
-        tasks = match_tasks(game, a, b, chunk, seed=seed, first=r0, workers=n_workers)
-        label = desc or f"{a.name} vs {b.name}"
-        for part in run_tasks(play_match_task, tasks, workers=n_workers, total=2 * len(chunk),
-                              desc=label, unit="game", progress=progress):
-            result.games.extend(part)
-        if sprt is not None:
-            result.verdict = sprt.status(result.pair_scores())
-            if result.verdict != "continue" and r0 + per_round < len(openings):
-                result.stopped_early = result.verdict
-                break
+    with PinnedModels() as pins:
+        a, b = pins.spec(a), pins.spec(b)
+        for r0 in range(0, len(openings), per_round):
+            chunk = openings[r0:r0 + per_round]
+            tasks = match_tasks(game, a, b, chunk, seed=seed, first=r0, workers=n_workers)
+            label = desc or f"{a.name} vs {b.name}"
+            for part in run_tasks(play_match_task, tasks, workers=n_workers, total=2 * len(chunk),
+                                  desc=label, unit="game", progress=progress):
+                result.games.extend(part)
+            if sprt is not None:
+                result.verdict = sprt.status(result.pair_scores())
+                if result.verdict != "continue" and r0 + per_round < len(openings):
+                    result.stopped_early = result.verdict
+                    break
     return result
 
 
@@ -136,16 +141,45 @@ def match_tasks(game: Game, a: PlayerSpec, b: PlayerSpec, openings: list[list[in
     return [MatchTask(game.name, a, b, openings[k::parts], (seed, first, k)) for k in range(parts)]
 
 
-def travelling_model(path: str) -> str | ShippedFile:
-    """The model file ``path`` as tasks get it: its bytes inside the task
-    where the backend's tasks do not share this machine's files (Ray nodes
-    with their own disks), else the path."""
-    return path if current_backend().shares_files else ShippedFile(path)
+class PinnedModels:
+    """Model files as a call's tasks get them, each read once, when first
+    asked for (a damaged file fails there, naming it): where the backend's
+    tasks share this machine's files, a private copy, deleted when the
+    ``with`` block ends; else the bytes inside the task (Ray nodes with their
+    own disks). Either way every task of the call reads the bytes that were
+    there when it began, so a file replaced while the tasks run is measured
+    whole, as it was, never as a mix of two networks."""
 
+    def __init__(self) -> None:
+        self._copies: dict[str, str | ShippedFile] = {}
+        self._folder: str | None = None
 
-def travelling(spec: PlayerSpec) -> PlayerSpec:
-    """``spec`` with its model as :func:`travelling_model` sends it."""
-    return replace(spec, model=travelling_model(spec.model)) if isinstance(spec.model, str) else spec
+    def __enter__(self) -> PinnedModels:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder = None
+
+    def model(self, path: str) -> str | ShippedFile:
+        """``path`` as the tasks get it."""
+        if path not in self._copies:
+            self._copies[path] = (self.local(path) if current_backend().shares_files
+                                  else ShippedFile(path, read_checked_model(path)))
+        return self._copies[path]
+
+    def local(self, path: str) -> str:
+        """A private copy of ``path`` on this machine, whatever the backend."""
+        if self._folder is None:
+            self._folder = tempfile.mkdtemp(prefix="zeroloop-pinned-")
+        copy = Path(self._folder, f"{len(os.listdir(self._folder))}-{Path(path).name}")
+        copy.write_bytes(read_checked_model(path))
+        return str(copy)
+
+    def spec(self, spec: PlayerSpec) -> PlayerSpec:
+        """``spec`` with its model file as the tasks get it."""
+        return replace(spec, model=self.model(spec.model)) if isinstance(spec.model, str) else spec
 
 
 def model_player(p: Params, path: str, name: str, match) -> PlayerSpec:

@@ -120,14 +120,22 @@ def _read_model(path: Path) -> tuple[dict[str, Any], bytes]:
 
 def _read_checked(path: Path, magic: bytes, kind: str) -> tuple[dict[str, Any], bytes]:
     """Header and payload of a zeroloop file, verified against its checksum."""
+    return _parse_checked(_read_bytes(path, kind), path, magic, kind)
+
+
+def _read_bytes(path: Path, kind: str) -> bytes:
     try:
-        raw = path.read_bytes()
+        return path.read_bytes()
     except FileNotFoundError:
         raise FileNotFoundError(f"{path}: no such {kind} file") from None
     except IsADirectoryError:
         raise FileNotFoundError(f"{path}: is a directory, not a {kind} file") from None
     except PermissionError:
         raise FileNotFoundError(f"{path}: cannot be read (permission denied)") from None
+
+
+def _parse_checked(raw: bytes, path: Path, magic: bytes, kind: str) -> tuple[dict[str, Any], bytes]:
+    """Header and payload of a zeroloop file's bytes ``raw``, read from ``path``."""
     if not raw.startswith(magic):
         raise DamagedFileError(f"{path}: not a zeroloop {kind} file (bad magic)")
     rest = raw[len(magic):]
@@ -179,9 +187,9 @@ class ShippedFile:
     the file (a Ray node with its own disk). ``local_path()`` writes them once
     per machine, under the system temp folder, named by their checksum."""
 
-    def __init__(self, path: str | os.PathLike) -> None:
+    def __init__(self, path: str | os.PathLike, data: bytes | None = None) -> None:
         self.name = str(path)
-        self.data = Path(path).read_bytes()
+        self.data = Path(path).read_bytes() if data is None else data
         self.sha256 = hashlib.sha256(self.data).hexdigest()
 
     def __repr__(self) -> str:
@@ -199,6 +207,14 @@ class ShippedFile:
             target.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(target, self.data)
         return str(target)
+
+
+def read_checked_model(path: str | os.PathLike) -> bytes:
+    """Model file ``path``'s bytes, read once and verified (magic, header,
+    checksum): a damaged file raises here, naming ``path``."""
+    raw = _read_bytes(Path(path), "model")
+    _parse_checked(raw, Path(path), MODEL_MAGIC, "model")
+    return raw
 
 
 def local_file(f: str | ShippedFile | None) -> str | None:
