@@ -8,7 +8,10 @@ top of forward + backward + step.
 Run it with the machine otherwise idle; threads = cores (the train stage
 runs alone).
 
-    python benchmarks/train_throughput.py [--samples 8192] [--batch 512] [--threads 2] [--device cpu|cuda]
+    python benchmarks/train_throughput.py [--samples 8192] [--batch 128] [--threads 2] [--device cpu|cuda]
+        [--kind gpool] [--blocks 3] [--channels 48] [--value-hidden 64]
+
+The net and batch default to the default run's (params.yaml).
 """
 
 from __future__ import annotations
@@ -23,10 +26,16 @@ import torch
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--samples", type=int, default=8192)
-    ap.add_argument("--batch", type=int, default=512, help="positions a step (train.batch_size: 512)")
+    from zeroloop.pipeline.params import Params
+
+    d = Params()
+    ap.add_argument("--batch", type=int, default=d.train.batch_size,
+                    help=f"positions a step (train.batch_size: {d.train.batch_size})")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--blocks", type=int, default=5)
-    ap.add_argument("--channels", type=int, default=64)
+    ap.add_argument("--kind", default=d.net.kind, choices=["resnet", "gpool"])
+    ap.add_argument("--blocks", type=int, default=d.net.blocks)
+    ap.add_argument("--channels", type=int, default=d.net.channels)
+    ap.add_argument("--value-hidden", type=int, default=d.net.value_hidden)
     ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (both loops run there)")
     a = ap.parse_args()
 
@@ -49,7 +58,7 @@ def main() -> None:
     planes = (rng.random((a.samples, 4, game.rows, game.cols)) < 0.3).astype(np.float32)
     policy = rng.dirichlet(np.ones(game.num_actions), a.samples).astype(np.float32)
     z = rng.choice([-1.0, 0.0, 1.0], a.samples).astype(np.float32)
-    cfg = NetConfig(blocks=a.blocks, channels=a.channels, value_hidden=a.channels)
+    cfg = NetConfig(kind=a.kind, blocks=a.blocks, channels=a.channels, value_hidden=a.value_hidden)
 
     x, p, t = (torch.from_numpy(v).to(a.device) for v in (planes, policy, z))
 
@@ -92,7 +101,7 @@ def main() -> None:
     from zeroloop.engine.nn.machine import describe, summary_line
 
     print("machine: " + summary_line(describe(a.device, "auto"), "auto"))  # what auto picks here
-    print(f"net {a.blocks}x{a.channels}, batch {a.batch}, {where}, {a.samples} samples")
+    print(f"net {a.kind} {a.blocks}x{a.channels}, batch {a.batch}, {where}, {a.samples} samples")
     print(f"raw PyTorch loop, NCHW:          {raw:8.0f} samples/s")
     print(f"raw PyTorch loop, channels-last: {raw_cl:8.0f} samples/s")
     print(f"Lightning fit ({layout}):{' ' * (18 - len(layout))}{lit:8.0f} samples/s "
