@@ -25,17 +25,20 @@ import torch
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--samples", type=int, default=8192)
+    ap.add_argument("--samples", type=int, default=8192, help="random positions each loop trains on once")
     from zeroloop.pipeline.params import Params
 
     d = Params()
     ap.add_argument("--batch", type=int, default=d.train.batch_size,
                     help=f"positions a step (train.batch_size: {d.train.batch_size})")
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--kind", default=d.net.kind, choices=["resnet", "gpool"])
-    ap.add_argument("--blocks", type=int, default=d.net.blocks)
-    ap.add_argument("--channels", type=int, default=d.net.channels)
-    ap.add_argument("--value-hidden", type=int, default=d.net.value_hidden)
+    ap.add_argument("--threads", type=int, default=2,
+                    help="torch threads (the train stage uses every core it may run on)")
+    ap.add_argument("--kind", default=d.net.kind, choices=["resnet", "gpool"],
+                    help=f"net.kind ({d.net.kind})")
+    ap.add_argument("--blocks", type=int, default=d.net.blocks, help=f"net.blocks ({d.net.blocks})")
+    ap.add_argument("--channels", type=int, default=d.net.channels, help=f"net.channels ({d.net.channels})")
+    ap.add_argument("--value-hidden", type=int, default=d.net.value_hidden,
+                    help=f"net.value_hidden ({d.net.value_hidden})")
     ap.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (both loops run there)")
     a = ap.parse_args()
 
