@@ -212,6 +212,54 @@ def test_paired_errors_by_hand():
         paired_errors([1, 0], [1])
 
 
+def test_errors_pools_baseline_arm_pairs_as_the_rounds_do(tmp_path, capsys):
+    """``zeroloop errors --pairs A1 B1 A2 B2``: each arm against its own
+    baseline, then one comparison of every position once a pair. With the
+    pairs (m1, m2) and (m2, m1) the pooled counts are each pair's summed,
+    overall and per group, and the two directions cancel to a difference of
+    exactly 0; an odd number of models is refused before anything is read."""
+    import json
+
+    import torch
+
+    from zeroloop.apps.errors import measure
+    from zeroloop.engine.nn import NetConfig, PolicyValueNet
+    from zeroloop.pipeline import evaluation
+    from zeroloop.pipeline.data.layout import Layout
+    from zeroloop.pipeline.data.storage import save_model
+    from zeroloop.pipeline.params import parse_params
+
+    settings = {"game": "connect4", "runtime": {"device": "cpu", "workers": 1},
+                "evaluate": {"positions_per_group": 1, "test_positions_per_group": 2, "simulations": 8}}
+    params = tmp_path / "params.yaml"
+    params.write_text(json.dumps(settings))  # YAML reads JSON
+    for test in (False, True):  # the test set leaves out the validation set's positions
+        evaluation.positions_step(parse_params(settings), Layout(tmp_path), test=test, shipped=False)
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        save_model(tmp_path / f"m{seed}.pt",
+                   PolicyValueNet.for_game(C4, NetConfig(blocks=1, channels=8, value_hidden=8)), C4, meta={})
+    m1, m2 = str(tmp_path / "m1.pt"), str(tmp_path / "m2.pt")
+    assert measure([m1, m2, m2, m1], "test", str(params), str(tmp_path), None, True, pairs=True) == 0
+    paired = [json.loads(line)["paired"] for line in capsys.readouterr().out.splitlines() if "paired" in line]
+    assert [(x["first"], x["second"]) for x in paired] == [(m1, m2), (m2, m1), ([m1, m2], [m2, m1])]
+    one, two, pooled = paired
+    assert pooled["pairs"] == 2 and "pairs" not in one
+    assert set(pooled) - {"first", "second", "set", "pairs"} == set(one) - {"first", "second", "set"}
+    assert len(one) - 3 == 1 + 6  # overall and Pons' six groups
+    for group in set(one) - {"first", "second", "set"}:
+        for kind in ("search", "raw_policy"):
+            a, b, v = one[group][kind], two[group][kind], pooled[group][kind]
+            assert v["positions"] == a["positions"] + b["positions"] == 2 * a["positions"]
+            assert v["only_first"] == a["only_first"] + b["only_first"] == v["only_second"]
+            assert (a["only_first"], a["only_second"]) == (b["only_second"], b["only_first"])
+            assert v["difference"] == 0.0
+    assert any(one["overall"][k]["only_first"] + one["overall"][k]["only_second"]
+               for k in ("search", "raw_policy"))  # the two nets differ somewhere: the sums are not 0 = 0
+    with pytest.raises(ValueError, match="--pairs takes baseline/arm pairs .*got 3 models"):
+        measure([m1, m2, m1], "test", str(params), str(tmp_path), None, True, pairs=True)
+
+
 def test_measuring_over_workers_gives_the_moves_of_one_process(tmp_path, monkeypatch):
     """Positions are searched in fixed tasks of MEASURE_CHUNK, so two worker
     processes measure exactly the moves one process does."""

@@ -188,7 +188,7 @@ def cmd_errors(args: argparse.Namespace) -> int:
     from zeroloop.apps.errors import measure
 
     try:
-        return measure(args.models, args.set, args.params, args.root, args.sims, args.json)
+        return measure(args.models, args.set, args.params, args.root, args.sims, args.json, args.pairs)
     except (ValueError, FileNotFoundError) as exc:
         print(f"zeroloop errors: {exc}", file=sys.stderr)
         return 2
@@ -387,8 +387,11 @@ def build_parser() -> argparse.ArgumentParser:
                "shipped, reference: the default run's champion). With two or more models, each after the "
                "first is then compared with the first position by position (paired, as an ablation "
                "compares two arms): the difference in points with its 95% interval, how many positions "
-               "only one of the two got wrong, and McNemar's exact p. Each file is read once, at the "
-               "start: one replaced meanwhile is still measured, on every set, as it was then.")
+               "only one of the two got wrong, and McNemar's exact p. With --pairs, the models are "
+               "baseline/arm pairs instead, one pair a seed (A1 B1 A2 B2 ...): each arm is compared with "
+               "its own baseline, then all pairs pooled into one comparison (every position once a pair), "
+               "as the notebook's rounds pool their seeds. Each file is read once, at the start: one "
+               "replaced meanwhile is still measured, on every set, as it was then.")
     er.add_argument("models", nargs="+", help="model files or ids")
     er.add_argument("--set", choices=["validation", "test", "both"], default="test",
                     help="position set (default test: the held-out one)")
@@ -397,6 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
     er.add_argument("--root", default=".", help="project directory with data/ and models/ (default .)")
     er.add_argument("--json", action="store_true",
                     help="one JSON line per model and set (and per paired comparison) instead of tables")
+    er.add_argument("--pairs", action="store_true",
+                    help="read the models as baseline/arm pairs, one a seed (A1 B1 A2 B2 ...): each arm "
+                         "against its own baseline, then the pairs pooled")
     er.set_defaults(func=cmd_errors)
 
     ma = sub.add_parser(

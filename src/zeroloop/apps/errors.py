@@ -34,7 +34,12 @@ def evaluate_params(params_file: str, sims: int | None):
 
 
 def measure(models: list[str], which: str, params_file: str, root: str, sims: int | None,
-            as_json: bool) -> int:
+            as_json: bool, pairs: bool = False) -> int:
+    """Measure ``models`` on the sets ``which`` names and print each one's
+    errors; then the paired comparisons: each model after the first against
+    the first, or, with ``pairs``, the models as baseline/arm pairs (A1 B1
+    A2 B2 ..., one pair a seed as an ablation runs them), each arm against
+    its own baseline, and all pairs pooled into one comparison."""
     from zeroloop.apps.play import PlayError, resolve_model
     from zeroloop.engine.positions import PositionSet, move_mistakes
     from zeroloop.pipeline.data.layout import Layout
@@ -42,6 +47,9 @@ def measure(models: list[str], which: str, params_file: str, root: str, sims: in
     from zeroloop.pipeline.evaluation import policy_and_search_moves, solver_errors
     from zeroloop.pipeline.matches import PinnedModels
 
+    if pairs and (len(models) < 2 or len(models) % 2):
+        raise ValueError(f"--pairs takes baseline/arm pairs (A1 B1 A2 B2 ...): got {len(models)} "
+                         f"model{'s' * (len(models) != 1)}")
     p = evaluate_params(params_file, sims)
     game = p.make_game()
     layout = Layout(Path(root))
@@ -79,10 +87,25 @@ def measure(models: list[str], which: str, params_file: str, root: str, sims: in
                 moves = policy_and_search_moves(p, pinned[i], ps.states(game))
                 mistakes[i, name] = (move_mistakes(ps, moves[0]), move_mistakes(ps, moves[1]))
                 _print_errors(m, path, name, solver_errors(p, pinned[i], ps, moves), precision, as_json)
+    compared = ([(i, i + 1) for i in range(0, len(files), 2)] if pairs
+                else [(0, i) for i in range(1, len(files))])
     for name, ps in loaded.items():
-        for i in range(1, len(files)):
-            _compare(files[0][0], files[i][0], name, ps, mistakes[0, name], mistakes[i, name], as_json)
+        groups = np.asarray(ps.groups)
+        for i, j in compared:
+            _compare(files[i][0], files[j][0], name, groups, ps.group_names(), mistakes[i, name],
+                     mistakes[j, name], as_json)
+        if pairs and len(compared) > 1:
+            _compare([files[i][0] for i, _ in compared], [files[j][0] for _, j in compared], name,
+                     np.tile(groups, len(compared)), ps.group_names(),
+                     _pooled([mistakes[i, name] for i, _ in compared]),
+                     _pooled([mistakes[j, name] for _, j in compared]), as_json)
     return 0
+
+
+def _pooled(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Several models' (raw, search) mistakes on one set, end to end: one row
+    of every position once per model, in the order given."""
+    return np.concatenate([raw for raw, _ in parts]), np.concatenate([search for _, search in parts])
 
 
 def _print_errors(m: str, path: str, name: str, out: dict, precision: str, as_json: bool) -> None:
@@ -100,21 +123,31 @@ def _print_errors(m: str, path: str, name: str, out: dict, precision: str, as_js
     sys.stdout.flush()
 
 
-def _compare(first: str, second: str, which: str, ps, a: tuple, b: tuple, as_json: bool) -> None:
-    """Print ``second`` against ``first`` position by position (paired) on one set."""
+def _compare(first: str | list[str], second: str | list[str], which: str, groups: np.ndarray,
+             names: list[str], a: tuple, b: tuple, as_json: bool) -> None:
+    """Print ``second`` against ``first`` position by position (paired) on one
+    set, overall and per group (``groups``: each position's, ``names``: in
+    order). Lists of names: pairs pooled, ``a`` and ``b`` their rows end to end."""
     from zeroloop.engine.positions import paired_errors
 
-    groups = np.asarray(ps.groups)
     rows = [("overall", np.ones(len(groups), bool))]
-    if len(ps.group_names()) > 1:
-        rows += [(g, groups == g) for g in ps.group_names()]
+    if len(names) > 1:
+        rows += [(g, groups == g) for g in names]
     out = {g: {"search": paired_errors(a[1][sel], b[1][sel]),
                "raw_policy": paired_errors(a[0][sel], b[0][sel])} for g, sel in rows}
+    pooled = isinstance(first, list)
     if as_json:
-        print(json.dumps({"paired": {"first": first, "second": second, "set": which, **out}}), flush=True)
+        extra = {"pairs": len(first)} if pooled else {}
+        print(json.dumps({"paired": {"first": first, "second": second, "set": which, **extra, **out}}),
+              flush=True)
         return
-    print(f"{second} against {first}, paired on the {which} set (difference in points, second minus "
-          f"first; errs: positions only one of them got wrong; McNemar p):")
+    if pooled:
+        print(f"{', '.join(second)} against {', '.join(first)}, {len(first)} pairs pooled on the {which} "
+              f"set ({len(groups)} positions, the set's once a pair; difference in points, the arms minus "
+              "their baselines; errs: positions only one side got wrong; McNemar p):")
+    else:
+        print(f"{second} against {first}, paired on the {which} set (difference in points, second minus "
+              f"first; errs: positions only one of them got wrong; McNemar p):")
     for g, v in out.items():
         print(f"  {g:14s} search {_pair(v['search'])}   raw policy {_pair(v['raw_policy'])}")
     sys.stdout.flush()
