@@ -307,12 +307,58 @@ def test_the_clusters_messages_go_to_stderr_not_into_a_commands_output(capsys):
     assert out == "" and "A worker died" in err and "(raylet)" in err
 
 
+#: Self-play on the cluster with the driver's first streamed shard dropped, as a part the counter
+#: took but the driver never got (session 50's "no such shard file"); and the same job locally.
+_DROPPED_PART = """
+import json, sys
+from zeroloop.engine.nn.net import NetConfig
+from zeroloop.engine.search import SearchConfig
+from zeroloop.engine.selfplay import SelfplayConfig
+from zeroloop.pipeline.data.shards import SelfplayJob, run_selfplay
+from zeroloop.pipeline.runtime import raypool
+from zeroloop.pipeline.runtime.backend import Backend, use_backend
+
+job = SelfplayJob(game="tictactoe", model=None, search=SearchConfig(simulations=6), seed=3, device="cpu",
+                  net=NetConfig(blocks=1, channels=8, value_hidden=8),
+                  selfplay=SelfplayConfig(games=8, shard_games=2, temperature_moves=4))
+run_selfplay(job, workers=1, progress=False, out_dir=sys.argv[2])
+dropped, parts = [], raypool.RayPool.parts
+
+def drop_the_first(pool):
+    got = parts(pool)
+    if got and not dropped:
+        dropped.append(got.pop(0)[0])
+    return got
+
+raypool.RayPool.parts = drop_the_first
+use_backend(Backend(kind="ray", address=sys.argv[1]))
+results, _ = run_selfplay(job, workers=2, progress=False, out_dir=sys.argv[3])
+print(json.dumps({"dropped": dropped, "shards": [r.index for r in results]}))
+"""
+
+
+@pytest.mark.slow
+def test_a_shard_sent_but_never_taken_is_played_again_with_the_same_games(tmp_path, ray_head):
+    """With Ray a task sends each finished shard ahead and lists it as sent;
+    one that never reaches the driver is played again (the same seeds, so the
+    same bytes), said in a line on stderr, not found missing at the publish."""
+    here, there = tmp_path / "local", tmp_path / "ray"
+    out = subprocess.run([sys.executable, "-c", _DROPPED_PART, ray_head, str(here), str(there)],
+                         env=clean_env(), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert len(report["dropped"]) == 1 and report["shards"] == [0, 1, 2, 3]
+    assert f"1 shard ({report['dropped'][0]}) finished on a worker but never reached" in out.stderr
+    assert digests(there, "shard_*") == digests(here, "shard_*") and len(digests(here, "shard_*")) == 4
+
+
 def test_a_slow_answer_from_the_counter_loses_no_streamed_shard(monkeypatch):
     """The counter actor empties its lists when take() runs, not when its answer
     is read. On a loaded machine the driver's wait can time out first; the next
     look must wait on that same call, not start another (which found the lists
     empty: the shards in the first answer were lost, and the stage ended with
-    "no such shard file")."""
+    "no such shard file"); and, that late answer being older than the look,
+    ask again after it (the parts sent since were left in the actor)."""
     from ray import exceptions as rex
 
     from zeroloop.pipeline.runtime import raypool
@@ -326,7 +372,8 @@ def test_a_slow_answer_from_the_counter_loses_no_streamed_shard(monkeypatch):
                 calls.append(f"ref{len(calls)}")
                 return calls[-1]
 
-    answers = {"ref0": (3, [(0, "node")], [(7, "shard 7")])}
+    answers = {"ref0": (3, [(0, "node")], [(7, "shard 7")]),
+               "ref1": (1, [], [(8, "shard 8")])}  # sent after ref0 ran, before parts() was called
     waits = []
 
     def get(ref, timeout):
@@ -340,5 +387,6 @@ def test_a_slow_answer_from_the_counter_loses_no_streamed_shard(monkeypatch):
     pool._counter, pool._taking, pool._parts, pool._ticks = Counter(), None, [], 0
     pool._ran_on, pool._retried, pool._head_silent_since, pool._head = {}, [], None, None
     assert pool._take(timeout=0.01) == 0  # timed out: nothing yet
-    assert pool.parts() == [(7, "shard 7")] and pool._ticks == 3
-    assert calls == ["ref0"] and waits == ["ref0", "ref0"]
+    # the late answer was asked for before the tasks ended: parts() asks again, or shard 8 stayed behind
+    assert pool.parts() == [(7, "shard 7"), (8, "shard 8")] and pool._ticks == 4
+    assert calls == ["ref0", "ref1"] and waits == ["ref0", "ref0", "ref1"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -316,12 +317,8 @@ def run_selfplay(job: SelfplayJob, *, workers: int | None = None, progress: bool
     todo = [_Shard(i, n, str(shard_path(out_dir, i)) if out_dir is not None and local else None,
                    dict(shard_meta, games=n))
             for i, n in enumerate(sizes) if i not in done]
-    n_workers = max(1, min(workers or default_workers(), sum(s.games for s in todo)))
-    tasks = [_WorkerTask(job, share) for share in _assign(todo, n_workers)]
-    remaining = sum(s.games for s in todo)
-    desc = f"self-play {job.game}" + (f" ({len(done)} shards kept)" if done else "")
     game = make_game(job.game)
-
+    metas = {shard.index: shard.meta for shard in todo}
     got: dict[int, ShardResult] = {}  # shards back as records: from tasks with their own disks, or split
     pieces: dict[int, dict[int, ShardResult]] = {}  # a split shard's pieces by first game, until all are in
 
@@ -346,22 +343,39 @@ def run_selfplay(job: SelfplayJob, *, workers: int | None = None, progress: bool
             result = ShardResult(result.index, result.games, result.positions, None)
         got[result.index] = result
 
-    metas = {shard.index: shard.meta for shard in todo}
-    parts = run_tasks(_play_shards, tasks, workers=n_workers, total=remaining, desc=desc,
-                      unit="game", progress=progress, on_part=lambda key, result: take(result),
-                      on_result=lambda k, part: [take(r) for r in part.shards])
     stats = SearchStats()
-    results = {}
-    for part in parts:
-        stats.merge(part.stats)
-        results.update({r.index: r for r in part.shards if r.games == sizes[r.index]})
-    results.update(got)
-    missing = sorted({shard.index for shard in todo} - set(results))
-    if missing:
-        raise RuntimeError(f"self-play: shards {missing[:5]} never came back from their tasks")
-    results = list(results.values())
+    results: dict[int, ShardResult] = {}
+    for attempt in range(2):
+        remaining = sum(s.games for s in todo)
+        n_workers = max(1, min(workers or default_workers(), remaining))
+        tasks = [_WorkerTask(job, share) for share in _assign(todo, n_workers)]
+        desc = (f"self-play {job.game}" + (f" ({len(done)} shards kept)" if done else "")
+                + (" (again)" if attempt else ""))
+        parts = run_tasks(_play_shards, tasks, workers=n_workers, total=remaining, desc=desc,
+                          unit="game", progress=progress, on_part=lambda key, result: take(result),
+                          on_result=lambda k, part: [take(r) for r in part.shards])
+        written = {shard.index for shard in todo if shard.out is not None}  # by the tasks themselves
+        for part in parts:
+            stats.merge(part.stats)
+            results.update({r.index: r for r in part.shards if r.games == sizes[r.index]
+                            and (r.records is not None or r.index in written)})
+        results.update(got)
+        # A shard a task says it sent (its records went ahead, to the counter) but that never
+        # reached this process is played again: its games are seeded by its index, so it comes
+        # out the same. Twice lost, or never reported at all, is a bug to hear about.
+        lost = [shard for shard in todo if shard.index not in results]
+        if not lost:
+            break
+        names = ", ".join(str(shard.index) for shard in lost[:5]) + (", ..." if len(lost) > 5 else "")
+        if attempt:
+            raise RuntimeError(f"self-play: shards {names} never came back from their tasks")
+        print(f"self-play: {len(lost)} shard{'s' if len(lost) != 1 else ''} ({names}) finished on a worker "
+              "but never reached this process; playing them again (the same games)",
+              file=sys.stderr, flush=True)
+        todo = lost
+        pieces.clear()  # the next attempt may split its shards otherwise
     kept = [ShardResult(i, sizes[i], -1, None) for i in sorted(done)]
-    return sorted(results + kept, key=lambda r: r.index), stats
+    return sorted([*results.values(), *kept], key=lambda r: r.index), stats
 
 
 def write_games_jsonl(path: str, game: Game, records: list[GameRecord]) -> None:

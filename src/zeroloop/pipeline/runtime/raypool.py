@@ -317,7 +317,10 @@ class RayPool:
         """The parts tasks streamed since last asked (asked of the actor now:
         a task that is done has sent all of its parts)."""
         if self._head_silent_since is None:  # else it would wait on Ray's own timeout
+            stale = self._taking is not None
             self._ticks += self._take(timeout=10.0)
+            if stale and self._taking is None:  # that answer was asked for before the caller's
+                self._ticks += self._take(timeout=10.0)  # tasks ended: ask again, or theirs stay behind
             for _ in range(5):  # a loaded machine: the counter may take longer to answer, not give up
                 if self._taking is None or not self._watch_head():
                     break
