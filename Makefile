@@ -12,10 +12,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# uv installs (deploy/install.py: pip's find-links, constraints and indexes carried over; pip if uv fails)
+$(STAMP): pyproject.toml deploy/install.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[solver,dev,postgres,auth]"
+	$(BIN)/python deploy/install.py solver,dev,postgres,auth
 	touch $(STAMP)
 
 # The main job: the DVC pipeline with params.yaml (Connect Four by default).

@@ -1,0 +1,52 @@
+"""`make setup`'s installer (deploy/install.py): uv installs with the settings
+pip would have used, so the same files land (this machine's local CPU wheel
+of torch and its constraints file come from pip's configuration)."""
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("zeroloop_install", ROOT / "deploy" / "install.py")
+install = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(install)
+
+
+def test_pips_files_and_environment_become_uvs_options(tmp_path, monkeypatch):
+    conf = tmp_path / "pip.conf"
+    conf.write_text("[global]\nconstraint = /k/constraints.txt\nfind-links = /from/the/file\n"
+                    "extra-index-url = file:///one/simple https://two/simple\n")
+    monkeypatch.setenv("PIP_CONFIG_FILE", str(conf))
+    monkeypatch.setenv("PIP_FIND_LINKS", "/a /b")  # the environment over the files, as pip reads them
+    monkeypatch.setenv("PIP_CERT", "/certs/bundle.pem")
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    settings = install.pip_settings()
+    assert settings["find-links"] == "/a /b" and settings["constraint"] == "/k/constraints.txt"
+    options, env = install.uv_options(settings)
+    pairs = list(zip(options[::2], options[1::2]))
+    assert ("--find-links", "/a") in pairs and ("--find-links", "/b") in pairs
+    assert ("--find-links", "/from/the/file") not in pairs
+    assert ("--constraint", "/k/constraints.txt") in pairs
+    assert ("--extra-index-url", "file:///one/simple") in pairs
+    assert ("--extra-index-url", "https://two/simple") in pairs
+    assert ("--index-strategy", "unsafe-best-match") in pairs  # pip's choice over every index
+    assert env == {"SSL_CERT_FILE": "/certs/bundle.pem"}
+
+
+def test_no_index_and_an_own_index_carry_over():
+    options, env = install.uv_options({"index-url": "https://mirror/simple", "no-index": "true"})
+    assert options == ["--index-url", "https://mirror/simple", "--no-index"]
+    assert install.uv_options({})[0] == []
+
+
+def test_the_installed_venv_is_the_one_this_suite_runs_in():
+    """The suite runs in what `make setup` installed: torch as pinned, with its bytecode
+    compiled (without it every stage's imports took twice as long where
+    PYTHONDONTWRITEBYTECODE is set: docs/development.md)."""
+    out = subprocess.run([sys.executable, "-c", "import torch, mlflow, importlib.util as u; "
+                          "print(torch.__version__.split('+')[0], u.cache_from_source(mlflow.__file__))"],
+                         capture_output=True, text=True, check=True)
+    version, cached = out.stdout.split()
+    assert version == "2.13.0"
+    assert Path(cached).exists(), f"{cached}: MLflow installed without its compiled bytecode"
