@@ -64,7 +64,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks deploy
 	$(BIN)/lint-imports
 
 serve: $(STAMP)
