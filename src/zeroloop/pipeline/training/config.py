@@ -19,8 +19,9 @@ class TrainConfig:
     optimizer: ``adam``; ``adamw`` (Adam with decoupled ``weight_decay``,
         Loshchilov & Hutter); or ``sgd`` with ``momentum`` (AlphaZero: SGD, 0.9).
     lr: learning rate at the start of the schedule.
-    lr_schedule: ``constant``; ``cosine`` (down to 5% of lr over the epochs);
-        ``step`` (times ``lr_step_gamma`` every ``lr_step_epochs`` epochs).
+    lr_schedule: ``constant``; ``cosine`` (set once an epoch: epoch k of E, from 0, at
+        lr x (0.05 + 0.95 (1 + cos(pi k / E)) / 2), so with 2 epochs the second runs
+        at 52.5% of lr); ``step`` (times ``lr_step_gamma`` every ``lr_step_epochs`` epochs).
     lr_step_epochs, lr_step_gamma: ``step`` schedule only: every ``lr_step_epochs``
         epochs the learning rate is multiplied by ``lr_step_gamma``.
     momentum: ``sgd`` only: the momentum (AlphaZero: 0.9).
