@@ -21,9 +21,9 @@ class TrainConfig:
     lr: learning rate at the start of the schedule.
     lr_schedule: ``constant``; ``cosine`` (set once an epoch: epoch k of E, from 0, at
         lr x (0.05 + 0.95 (1 + cos(pi k / E)) / 2), so with 2 epochs the second runs
-        at 52.5% of lr); ``cosine_batch`` (the same curve set every optimiser step, over
-        the generation's steps: from lr down to 5% of it at the last);
-        ``step`` (times ``lr_step_gamma`` every ``lr_step_epochs`` epochs).
+        at 52.5% of lr; set every optimiser step instead, from lr to 5% of it over the
+        generation's steps, it read a little worse: round 52); ``step`` (times
+        ``lr_step_gamma`` every ``lr_step_epochs`` epochs).
     lr_step_epochs, lr_step_gamma: ``step`` schedule only: every ``lr_step_epochs``
         epochs the learning rate is multiplied by ``lr_step_gamma``.
     momentum: ``sgd`` only: the momentum (AlphaZero: 0.9).
@@ -68,7 +68,7 @@ class TrainConfig:
     batch_size: Annotated[int, at.Interval(ge=1, le=65536)] = 128
     optimizer: Literal["adam", "adamw", "sgd"] = "adam"
     lr: Annotated[float, at.Interval(gt=0, le=10)] = 2e-3
-    lr_schedule: Literal["constant", "cosine", "cosine_batch", "step"] = "cosine"
+    lr_schedule: Literal["constant", "cosine", "step"] = "cosine"
     lr_step_epochs: Annotated[int, at.Ge(1)] = 2
     lr_step_gamma: Annotated[float, at.Interval(gt=0, le=1)] = 0.3
     momentum: Annotated[float, at.Interval(ge=0, lt=1)] = 0.9

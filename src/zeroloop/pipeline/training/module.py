@@ -173,20 +173,14 @@ class AlphaZeroModule(pl.LightningModule):
             raise ValueError(f"train.optimizer={o.optimizer!r}: must be adam, adamw or sgd")
         if o.lr_schedule == "constant":
             return opt
-        interval = "epoch"
         if o.lr_schedule == "cosine":
             sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, o.epochs),
                                                                eta_min=o.lr * 0.05)
-        elif o.lr_schedule == "cosine_batch":  # over the generation's optimiser steps
-            steps = max(1, int(self.trainer.estimated_stepping_batches))
-            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=steps, eta_min=o.lr * 0.05)
-            interval = "step"
         elif o.lr_schedule == "step":
             sched = torch.optim.lr_scheduler.StepLR(opt, step_size=o.lr_step_epochs, gamma=o.lr_step_gamma)
         else:
-            raise ValueError(f"train.lr_schedule={o.lr_schedule!r}: must be constant, cosine, cosine_batch "
-                             "or step")
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": interval}}
+            raise ValueError(f"train.lr_schedule={o.lr_schedule!r}: must be constant, cosine or step")
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "epoch"}}
 
 
 def lightning_device(device: str) -> tuple[str, int | list[int]]:
