@@ -85,7 +85,7 @@ def connect(backend: Backend) -> None:
     if named and named != "auto":
         _wait_for_head(named, backend.connect_timeout_s)
     # A driver's shutdown sends its last task events to the head, waiting up to 5 s for an answer
-    # (Ray's default): a stage whose head died spent them after its one line. Events are sent every
+    # (Ray's default): a stage whose head had died waited them out after its error line. Events go every
     # second, so the last batch is small; one second leaves it time where the head answers.
     os.environ.setdefault("RAY_task_events_shutdown_flush_timeout_ms", "1000")
     address = backend.address or None
