@@ -23,6 +23,8 @@ there (NCHW); int8 is the CPU's alone, fp16 CUDA's.
 
 A net is ``BLOCKSxCHANNELS`` (a resnet), ``gpool:BLOCKSxCHANNELS`` or
 ``mlp:LAYERSxHIDDEN``; the families of issue 51: ``--nets 5x64,gpool:3x32,mlp:3x512``.
+A tower's heads other than AlphaZero's (``net.policy_channels``, ``net.value_channels``)
+follow a slash: ``gpool:3x48/4x32`` (AlphaZero.jl's Connect Four heads).
 """
 
 from __future__ import annotations
@@ -46,19 +48,22 @@ def _timed(fn, seconds: float) -> float:
 
 
 def parse_nets(text: str) -> list[dict]:
-    """``[KIND:]AxB,...`` -> the ``net`` keys of each (A x B: blocks x channels, an MLP's layers x
-    hidden)."""
+    """``[KIND:]AxB[/PxV],...`` -> the ``net`` keys of each (A x B: blocks x channels, an MLP's
+    layers x hidden; P x V: a tower's policy and value head channels)."""
     nets = []
     for item in text.split(","):
         kind, colon, shape = item.strip().rpartition(":")
         kind = kind if colon else "resnet"
-        a, sep, b = shape.partition("x")
-        if not (kind in ("resnet", "gpool", "mlp") and sep and a.isdigit() and b.isdigit() and int(a) > 0
-                and int(b) > 0):
+        m = re.fullmatch(r"([1-9]\d*)x([1-9]\d*)(?:/([1-9]\d*)x([1-9]\d*))?", shape)
+        if not (kind in ("resnet", "gpool", "mlp") and m and (kind != "mlp" or m[3] is None)):
             raise argparse.ArgumentTypeError(f"--nets {item!r}: write BLOCKSxCHANNELS (e.g. 5x64), "
-                                             "gpool:BLOCKSxCHANNELS or mlp:LAYERSxHIDDEN")
+                                             "gpool:BLOCKSxCHANNELS or mlp:LAYERSxHIDDEN, a tower's heads "
+                                             "after a slash (gpool:3x48/4x32: policy 4, value 32 channels)")
         keys = ("layers", "hidden") if kind == "mlp" else ("blocks", "channels")
-        nets.append({"kind": kind, keys[0]: int(a), keys[1]: int(b)})
+        net = {"kind": kind, keys[0]: int(m[1]), keys[1]: int(m[2])}
+        if m[3] is not None:
+            net.update(policy_channels=int(m[3]), value_channels=int(m[4]))
+        nets.append(net)
     return nets
 
 

@@ -62,10 +62,11 @@ SMOKE = {
         ["ZEROLOOP_ONNXRUNTIME_ISA=AVX2", "its AVX2 kernels (NCHWc block 8) as a patched copy",
          "onnxruntime-avx2", "/onnxruntime/__init__.py haswell"]),
     "net_sizes.py": (
-        ["--nets", "1x8,gpool:2x8,mlp:2x16", "--seconds", "0.01", "--batch", "4", "--train-batch", "8",
-         "--precision", "int8", "--device", "cpu"],
-        ["machine: network int8 (precision int8)", "1x8: ", "gpool 2x8: ", "mlp 2x16: ", "MFLOP a position",
-         "positions/s", "samples/s", "ratio to 1x8 (this run)", "| gpool 2x8 | ", "| mlp 2x16 | "]),
+        ["--nets", "1x8,gpool:2x8,gpool:2x8/4x8,mlp:2x16", "--seconds", "0.01", "--batch", "4",
+         "--train-batch", "8", "--precision", "int8", "--device", "cpu"],
+        ["machine: network int8 (precision int8)", "1x8: ", "gpool 2x8: ", "gpool 2x8/4x8: ", "mlp 2x16: ",
+         "MFLOP a position", "positions/s", "samples/s", "ratio to 1x8 (this run)", "| gpool 2x8 | ",
+         "| gpool 2x8/4x8 | ", "| mlp 2x16 | "]),
     "train_throughput.py": (
         ["--samples", "64", "--batch", "32", "--threads", "1", "--blocks", "1", "--channels", "8"],
         ["raw PyTorch loop, NCHW", "raw PyTorch loop, channels-last", "Lightning fit",

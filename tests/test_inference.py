@@ -248,6 +248,8 @@ def test_auto_precision_is_fp32_on_a_gpu_even_where_bf16_is_native(monkeypatch):
 # The other kinds of net (net.kind): the same promises as the resnet's.
 
 KINDS = {"gpool": NetConfig(kind="gpool", blocks=2, channels=16, value_hidden=16),
+         "gpool-heads": NetConfig(kind="gpool", blocks=2, channels=16, policy_channels=4, value_channels=8,
+                                  value_hidden=16),
          "mlp": NetConfig(kind="mlp", hidden=64, layers=3, value_hidden=16)}
 
 
@@ -303,7 +305,7 @@ def test_int8_of_each_kind_answers_close_to_fp32_with_its_hidden_layers_quantise
     layers = [n for n in graph.node if n.op_type in ("Conv", "Gemm")]
     trunk = [n for n in layers if n.name.startswith(("/stem", "/trunk"))]
     # mlp: its 3 layers; gpool: the stem, 2 blocks of 2 and the pooling block's convolution and map
-    expected = {"mlp": 3, "gpool": 1 + 2 * 2 + 2}[kind]
+    expected = {"mlp": 3, "gpool": 1 + 2 * 2 + 2, "gpool-heads": 1 + 2 * 2 + 2}[kind]
     assert len(trunk) == expected, [n.name for n in trunk]
     for layer in trunk:
         assert [made_by.get(x) for x in layer.input] == ["DequantizeLinear"] * 3, layer.name

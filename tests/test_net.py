@@ -71,6 +71,29 @@ def test_the_headers_name_the_kind_and_only_its_shape_keys():
     assert [NetConfig(**TINY[k].__dict__).shape for k in NET_KINDS] == ["1x8", "gpool 2x8", "mlp 2x32"]
 
 
+def test_the_heads_widths_shape_both_tower_kinds_and_reach_the_header_only_when_not_alphazeros():
+    """``policy_channels`` and ``value_channels`` widen the heads' 1x1
+    convolutions and the linear maps that read them; a header names them
+    only when they are not AlphaZero's 2 and 1 (so every older file reads
+    as AlphaZero's heads), and the MLP, which has no such convolutions,
+    refuses them."""
+    game = make_game("connect4")
+    for kind in ("resnet", "gpool"):
+        config = NetConfig(kind=kind, blocks=1, channels=16, policy_channels=4, value_channels=32)
+        net = PolicyValueNet.for_game(game, config)
+        assert net.policy_conv[0].out_channels == 4 and net.policy_fc.in_features == 4 * 42
+        assert net.value_conv[0].out_channels == 32 and net.value_fc[0].in_features == 32 * 42
+        assert {k: config.to_dict().get(k) for k in ("policy_channels", "value_channels")} == {
+            "policy_channels": 4, "value_channels": 32}
+        logits, value = net.eval()(torch.from_numpy(game.encode([game.initial_state()])))
+        assert logits.shape == (1, 7) and value.shape == (1,)
+    assert "value_channels" not in NetConfig(kind="gpool", policy_channels=3).to_dict()
+    assert "policy_channels" not in NetConfig(kind="gpool", value_channels=8).to_dict()
+    with pytest.raises(ValueError, match="net.value_channels=32 does not apply to net.kind 'mlp', "
+                                         "shaped by net.hidden and net.layers"):
+        NetConfig(kind="mlp", value_channels=32)
+
+
 def test_gpool_puts_global_pooling_in_every_second_block_and_in_a_lone_one():
     game = make_game("connect4")
     pooled = [[isinstance(b, GlobalPoolingBlock) for b in PolicyValueNet.for_game(
@@ -125,7 +148,8 @@ def test_parameter_counts_and_flops_per_position_on_connect_four():
     ("mlp", {"blocks": 3},
      "net.blocks=3 does not apply to net.kind 'mlp', shaped by net.hidden and net.layers; leave it out"),
     ("mlp", {"blocks": 3, "channels": 32}, "net.blocks=3, net.channels=32 do not apply to net.kind 'mlp'"),
-    ("gpool", {"hidden": 64}, "net.hidden=64 does not apply to net.kind 'gpool', shaped by net.blocks"),
+    ("gpool", {"hidden": 64}, "net.hidden=64 does not apply to net.kind 'gpool', shaped by net.blocks, "
+                              "net.channels, net.policy_channels and net.value_channels; leave it out"),
     ("resnet", {"layers": 2}, "net.layers=2 does not apply to net.kind 'resnet'"),
 ])
 def test_a_key_of_another_kinds_shape_is_refused(kind, changes, message):

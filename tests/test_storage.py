@@ -83,7 +83,8 @@ def test_a_model_made_with_a_removed_head_is_refused_naming_the_option(tmp_path,
 
 @pytest.mark.parametrize("config", [
     NetConfig(kind="gpool", blocks=2, channels=8, value_hidden=8),
-    NetConfig(kind="mlp", hidden=16, layers=2, value_hidden=8)], ids=lambda c: c.kind)
+    NetConfig(kind="gpool", blocks=2, channels=8, policy_channels=4, value_channels=8, value_hidden=8),
+    NetConfig(kind="mlp", hidden=16, layers=2, value_hidden=8)], ids=lambda c: c.shape)
 def test_a_model_of_each_kind_round_trips_with_its_kind_in_the_header(tmp_path, config):
     game = make_game("connect4")
     torch.manual_seed(0)

@@ -65,15 +65,15 @@ def inference_net(net: PolicyValueNet) -> PolicyValueNet:
     """A copy of ``net`` for inference: every BatchNorm folded into the
     convolution or linear map before it (:meth:`PolicyValueNet.fold_batchnorm`;
     about 1.1x faster on this CPU for the resnet, answers within 1e-6), and a
-    convolutional net's value head's one-channel 1x1 convolution computed as a
-    two-channel one. On CPU (oneDNN) a
+    convolutional net's value head's 1x1 convolution, when it has one channel
+    (AlphaZero's head), computed as a two-channel one. On CPU (oneDNN) a
     one-channel 1x1 convolution's result for a position can depend on the
     other positions of its batch; with this form it was bitwise independent
     of them in every test (tests/test_inference.py), which fixed-batch
     self-play relies on."""
     folded = copy.deepcopy(net).eval()
     folded.fold_batchnorm()
-    if isinstance(folded, ResNet):
+    if isinstance(folded, ResNet) and folded.value_conv[0].out_channels == 1:
         folded.value_conv[0] = _FirstChannel(folded.value_conv[0])
     return folded
 

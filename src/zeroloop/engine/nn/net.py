@@ -26,7 +26,10 @@ from zeroloop.engine.config import Annotated, at, check_fields
 from zeroloop.engine.games.base import NUM_PLANES, Game, input_planes
 
 #: the shape keys each kind reads; the others must keep their defaults
-_SHAPE_KEYS = {"resnet": ("blocks", "channels"), "gpool": ("blocks", "channels"), "mlp": ("hidden", "layers")}
+_TOWER = ("blocks", "channels", "policy_channels", "value_channels")
+_SHAPE_KEYS = {"resnet": _TOWER, "gpool": _TOWER, "mlp": ("hidden", "layers")}
+#: the convolutional heads' widths a model file leaves out (AlphaZero's: files made before the keys)
+_ALPHAZERO_HEADS = {"policy_channels": 2, "value_channels": 1}
 
 
 def unused_keys(kind: str) -> list[str]:
@@ -57,6 +60,12 @@ class NetConfig:
         Four).
     layers: mlp only: hidden layers, each a linear map, BatchNorm and ReLU; the
         first reads the planes, each further one is residual (x + layer(x)).
+    policy_channels: resnet and gpool: the policy head's 1x1 convolution's
+        filters, read by a linear map to the moves (AlphaZero: 2; AlphaZero.jl's
+        Connect Four: 4).
+    value_channels: resnet and gpool: the value head's 1x1 convolution's
+        filters, read by its hidden layer (AlphaZero: 1; AlphaZero.jl's Connect
+        Four: 32).
     value_hidden: units of the value head's hidden layer (AlphaZero: 256).
     """
 
@@ -65,6 +74,8 @@ class NetConfig:
     channels: Annotated[int, at.Interval(ge=4, le=512)] = 64
     hidden: Annotated[int, at.Interval(ge=4, le=4096)] = 512
     layers: Annotated[int, at.Interval(ge=1, le=40)] = 3
+    policy_channels: Annotated[int, at.Interval(ge=1, le=256)] = 2
+    value_channels: Annotated[int, at.Interval(ge=1, le=256)] = 1
     value_hidden: Annotated[int, at.Interval(ge=1, le=1024)] = 64
 
     def __post_init__(self) -> None:
@@ -75,28 +86,36 @@ class NetConfig:
                   if getattr(self, k) != defaults[k]]
         if unused:
             one = len(unused) == 1
+            keys = [f"net.{k}" for k in shape]
             raise ValueError(f"{', '.join(unused)} {'does' if one else 'do'} not apply to net.kind "
-                             f"{self.kind!r}, shaped by {' and '.join(f'net.{k}' for k in shape)}; "
+                             f"{self.kind!r}, shaped by {', '.join(keys[:-1])} and {keys[-1]}; "
                              f"leave {'it' if one else 'them'} out")
 
     def to_dict(self) -> dict:
         """The fields that shape the net, for a model file's header: ``kind``
         unless it is ``resnet`` (a file without one is a resnet), the shape
-        keys of that kind only; so a resnet is stored byte for byte as before
-        the kinds."""
+        keys of that kind only, the heads' widths only when they are not
+        AlphaZero's; so a resnet is stored byte for byte as before the kinds."""
         d = asdict(self)
         for k in unused_keys(self.kind):
             del d[k]
+        for k, v in _ALPHAZERO_HEADS.items():
+            if d.get(k) == v:
+                del d[k]
         if self.kind == "resnet":
             del d["kind"]
         return d
 
     @property
     def shape(self) -> str:
-        """The shape in a few characters: ``5x64`` (resnet), ``gpool 3x32``, ``mlp 3x512``."""
+        """The shape in a few characters: ``5x64`` (resnet), ``gpool 3x32``, ``mlp 3x512``; a
+        tower's heads after a slash when they are not AlphaZero's (``gpool 3x48/4x32``: policy and
+        value channels)."""
         if self.kind == "mlp":
             return f"mlp {self.layers}x{self.hidden}"
         tower = f"{self.blocks}x{self.channels}"
+        if (self.policy_channels, self.value_channels) != tuple(_ALPHAZERO_HEADS.values()):
+            tower += f"/{self.policy_channels}x{self.value_channels}"
         return tower if self.kind == "resnet" else f"{self.kind} {tower}"
 
 
@@ -189,11 +208,12 @@ class ResNet(PolicyValueNet):
         self.stem = nn.Sequential(
             nn.Conv2d(planes, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU())
         self.trunk = nn.Sequential(*[self._block(i, c) for i in range(config.blocks)])
-        self.policy_conv = nn.Sequential(nn.Conv2d(c, 2, 1, bias=False), nn.BatchNorm2d(2), nn.ReLU())
-        self.policy_fc = nn.Linear(2 * rows * cols, num_actions)
-        self.value_conv = nn.Sequential(nn.Conv2d(c, 1, 1, bias=False), nn.BatchNorm2d(1), nn.ReLU())
+        p, v = config.policy_channels, config.value_channels
+        self.policy_conv = nn.Sequential(nn.Conv2d(c, p, 1, bias=False), nn.BatchNorm2d(p), nn.ReLU())
+        self.policy_fc = nn.Linear(p * rows * cols, num_actions)
+        self.value_conv = nn.Sequential(nn.Conv2d(c, v, 1, bias=False), nn.BatchNorm2d(v), nn.ReLU())
         self.value_fc = nn.Sequential(
-            nn.Linear(rows * cols, config.value_hidden), nn.ReLU(), nn.Linear(config.value_hidden, 1))
+            nn.Linear(v * rows * cols, config.value_hidden), nn.ReLU(), nn.Linear(config.value_hidden, 1))
 
     def _block(self, index: int, channels: int) -> nn.Module:
         return ResidualBlock(channels)
