@@ -156,11 +156,11 @@ def test_a_resnet_runs_fingerprint_is_what_it_was_before_the_net_kinds():
     import json
 
     before = {"net": {"blocks": 5, "channels": 64, "value_hidden": 64, "ownership": False}}
-    resnet = {"kind": "resnet", "blocks": 5, "channels": 64}
+    resnet = {"kind": "resnet", "blocks": 5, "channels": 64, "policy_channels": 2, "value_channels": 1}
     assert parse_params({"net": resnet}).fingerprint("net") == hashlib.sha256(
         json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
     nets = [resnet, {}, {"kind": "gpool", "channels": 64}, {"kind": "mlp"}, {"kind": "mlp", "hidden": 256},
-            {"kind": "resnet", "blocks": 3}]
+            {"kind": "resnet", "blocks": 3}, {"policy_channels": 2, "value_channels": 1}]
     assert len({parse_params({"net": n}).fingerprint() for n in nets}) == len(nets)
 
 
@@ -235,14 +235,15 @@ def test_library_configs_refuse_values_outside_their_declared_range():
 
 def test_strong_preset_is_the_defaults_run_longer_with_the_net_it_was_measured_with():
     """docs/strength.md measures presets/connect4-strong.yaml: the defaults for 18 generations, with
-    the 5x64 ResNet of before round 32 and the batch of 512 of before round 35 (not re-measured with
-    the default's gpool 3x48 or its batch of 128)."""
+    the 5x64 ResNet of before round 32, AlphaZero's heads of before round 58 and the batch of 512 of
+    before round 35 (not re-measured with the default's gpool 3x48, its heads or its batch of 128)."""
     from zeroloop.pipeline.params.presets import preset_params
 
     strong, _ = preset_params("connect4-strong", ROOT / "presets")
     assert len(strong.generations) == 18
     assert strong.net.config() == NetConfig() and (strong.net.kind, strong.net.blocks) == ("resnet", 5)
-    measured = parse_params({"net": {"kind": "resnet", "blocks": 5, "channels": 64},
+    measured = parse_params({"net": {"kind": "resnet", "blocks": 5, "channels": 64, "policy_channels": 2,
+                                     "value_channels": 1},
                              "train": {"batch_size": 512}})
     assert strong.model_copy(update={"generations": measured.generations}) == measured
 
@@ -252,6 +253,7 @@ def test_the_default_net_is_round_32s_and_the_engines_stays_the_5x64():
         "gpool", 3, 48)
     assert len(parse_params({}).generations) == 12
     assert parse_params({}).train.batch_size == 128  # round 35
+    assert (parse_params({}).net.policy_channels, parse_params({}).net.value_channels) == (4, 32)  # round 58
     assert (NetConfig().kind, NetConfig().blocks, NetConfig().channels) == ("resnet", 5, 64)
 
 
@@ -292,6 +294,7 @@ def test_another_net_kind_needs_only_its_kind():
     """The default's shape (gpool 3x48) shapes a resnet too; an MLP does not see it, and a shape key
     written for the wrong kind is still refused (above)."""
     assert parse_params({"net": {"kind": "mlp"}}).net.config() == NetConfig(kind="mlp")
-    assert parse_params({"net": {"kind": "resnet"}}).net.config() == NetConfig(blocks=3, channels=48)
+    assert parse_params({"net": {"kind": "resnet"}}).net.config() == NetConfig(
+        blocks=3, channels=48, policy_channels=4, value_channels=32)
     written = parse_params({"net": {"kind": "mlp", "blocks": 3, "channels": 48, "hidden": 256}})
     assert written.net.config() == NetConfig(kind="mlp", hidden=256)

@@ -124,8 +124,10 @@ class _NetSection(ConfigSection):
 
 
 # the pipeline's net: the 3x48 ResNet with global pooling, which beat the 5x64 (the engine's NetConfig
-# default) at its CPU on two seeds (docs/notebook.md, round 32) and runs twice its generations
-NetParams = config_section(NetConfig, "NetParams", defaults={"kind": "gpool", "blocks": 3, "channels": 48},
+# default) at its CPU on two seeds (docs/notebook.md, round 32) and runs twice its generations, with
+# AlphaZero.jl's Connect Four heads (4 policy, 32 value channels: round 58)
+NetParams = config_section(NetConfig, "NetParams", defaults={"kind": "gpool", "blocks": 3, "channels": 48,
+                                                             "policy_channels": 4, "value_channels": 32},
                            base=_NetSection)
 MCTSParams = config_section(SearchConfig, "MCTSParams")
 SelfplayParams = config_section(SelfplayConfig, "SelfplayParams")
