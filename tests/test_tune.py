@@ -657,6 +657,35 @@ def test_only_trials_whose_process_stopped_beating_are_failed(tmp_path, mlflow_d
     assert runs[live.number].info.status == "RUNNING"
 
 
+@pytest.mark.filterwarnings("ignore:Heartbeat of storage is supposed to be used with Study.optimize")
+@pytest.mark.parametrize("kind", ["sqlite", "journal"])
+def test_a_trial_whose_process_died_before_its_first_beat_is_failed_once_the_grace_is_past(
+        tmp_path, mlflow_db, monkeypatch, kind):
+    """A process killed between creating its trial and recording the trial's
+    first heartbeat leaves a RUNNING trial with no heartbeat at all, which
+    Optuna's check passes over: it is failed once it started longer ago than
+    the grace period; one that started just now is left alone."""
+    import zeroloop.pipeline.tuning.run as trun
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{mlflow_db}")
+    monkeypatch.setenv("ZEROLOOP_TUNE_HEARTBEAT", "1")  # the grace: 3 s
+    url = _storage_url(tmp_path, kind)
+    tracker = StudyTracker.open(parse_params(TINY), "n", url, {})
+    backend = optuna.storages.get_storage(tstudy.open_storage(url))
+    study = optuna.create_study(study_name="n", storage=backend, direction="maximize")
+    never = study.ask()
+    tracker.trial_run(never.number, {"c_puct": 1.0})
+    time.sleep(3.5)
+    young = study.ask()
+    tracker.trial_run(young.number, {"c_puct": 1.0})
+    lines = []
+    assert trun.fail_lost_trials(tracker, "n", url, lines.append) == [never.number]
+    states = {t.number: t.state.name for t in study.get_trials()}
+    assert states == {never.number: "FAIL", young.number: "RUNNING"}
+    assert len(lines) == 1 and f"trial {never.number}: " in lines[0], lines
+    assert tracker.trial_runs()[never.number].info.status == "FAILED"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sqlite", "journal"])
 def test_a_tune_killed_with_sigkill_has_its_trials_failed_when_it_resumes(tmp_path, mlflow_db, kind):

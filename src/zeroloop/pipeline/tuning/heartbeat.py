@@ -23,6 +23,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable
+from datetime import datetime
 
 from optuna.exceptions import ExperimentalWarning, UpdateFinishedTrialError
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
@@ -71,10 +72,35 @@ def lost_line(number: int, grace: int) -> str:
     return f"trial {number}: {lost_reason(grace)}; marked failed in Optuna and MLflow"
 
 
+def _never_beat(trial, grace: float) -> bool:
+    """Whether a RUNNING trial with no heartbeat at all is lost: it started
+    over ``grace`` seconds ago (its process's clock, as Optuna writes
+    ``datetime_start``), so its process died between creating the trial and
+    its first beat, which a live process records at once."""
+    start = trial.datetime_start
+    return start is not None and (datetime.now() - start).total_seconds() > grace
+
+
 class BeatingRDBStorage(RDBStorage):
     """Optuna's RDBStorage whose heartbeat never stops its thread: a failed
     write (a locked SQLite file, a lost connection) is logged and the next
-    beat tries again, where the thread would have died with it."""
+    beat tries again, where the thread would have died with it. A trial
+    whose process died before its first beat is lost too (Optuna's check
+    passes over a trial without a heartbeat, so it would stay RUNNING)."""
+
+    def _get_stale_trial_ids(self, study_id: int) -> list[int]:
+        from optuna.storages._rdb import models
+        from optuna.storages._rdb.storage import _create_scoped_session
+
+        stale = super()._get_stale_trial_ids(study_id)
+        grace = self.grace_period if self.grace_period is not None else 2 * self.heartbeat_interval
+        for trial in self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,)):
+            if trial._trial_id in stale or not _never_beat(trial, grace):
+                continue
+            with _create_scoped_session(self.scoped_session) as session:
+                if models.TrialHeartbeatModel.where_trial_id(trial._trial_id, session) is None:
+                    stale.append(trial._trial_id)
+        return stale
 
     def record_heartbeat(self, trial_id: int) -> None:
         try:
@@ -105,7 +131,8 @@ class JournalHeartbeatStorage(JournalStorage, BaseHeartbeat):
         now = time.time()
         running = self.get_all_trials(study_id, deepcopy=False, states=(TrialState.RUNNING,))
         return [t._trial_id for t in running
-                if JOURNAL_ATTR in t.system_attrs and now - t.system_attrs[JOURNAL_ATTR] > self.grace_period]
+                if (now - t.system_attrs[JOURNAL_ATTR] > self.grace_period if JOURNAL_ATTR in t.system_attrs
+                    else _never_beat(t, self.grace_period))]
 
     def get_heartbeat_interval(self) -> int | None:
         return self.heartbeat_interval
