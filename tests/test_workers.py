@@ -52,7 +52,7 @@ def _workers(stage: subprocess.Popen, count: int, root: Path, timeout: float = 1
 @pytest.fixture
 def selfplay_repo(tmp_path, mlflow_db):
     data = parse_params({"game": "connect4", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
-                         "mcts": {"simulations": 32}, "selfplay": {"games": 160, "shard_games": 10},
+                         "mcts": {"simulations": 32}, "selfplay": {"games": 80, "shard_games": 10},
                          "runtime": {"workers": 2}, "generations": {"1": {"prev": 0}}}).to_yaml_data()
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
@@ -94,7 +94,7 @@ def test_a_killed_worker_is_one_line_and_a_rerun_resumes(selfplay_repo):
     rerun = start()
     _, err = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, err[-2000:]
-    assert len(list((root / "data/gen_1").glob("shard_*.zls"))) == 16
+    assert len(list((root / "data/gen_1").glob("shard_*.zls"))) == 8
     assert "shards kept" in err and kept  # the finished shards were not played again
 
 
