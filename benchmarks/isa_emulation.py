@@ -32,8 +32,10 @@ Zen 4's clock, caches and memory), and CPUID checks that do not consult XCR0
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -86,7 +88,8 @@ _FOUND: dict[str, list[int]] = {}
 def xgetbv_offsets(library: Path) -> list[int]:
     """File offsets of every ``xgetbv`` instruction in ``library``, found by
     disassembling it (addresses mapped to offsets through its section table);
-    the same bytes are disassembled once per process."""
+    the same bytes are disassembled once per process, and not at all where
+    :func:`capped_copy` found a copy whose maker recorded them."""
     key = hashlib.sha256(library.read_bytes()).hexdigest()
     if key not in _FOUND:
         _FOUND[key] = _disassembled_xgetbv_offsets(library)
@@ -133,20 +136,39 @@ def capped_copy(cache: Path | None = None) -> Path:
     """A folder holding a copy of the installed ``onnxruntime`` package whose
     kernels are chosen as on an AVX2 CPU: put it first on ``PYTHONPATH``.
     Made once per installed library (keyed by its sha256) under ``cache``
-    (default ``~/.cache/zeroloop/onnxruntime-avx2``), atomically."""
+    (default ``~/.cache/zeroloop/onnxruntime-avx2``), atomically; a process
+    that asks while another makes it waits for that one (the disassembly is
+    17-21 CPU-s on a Zen 3), then takes its copy."""
     package = installed_package()
     library = native_library(package)
-    digest = hashlib.sha256(library.read_bytes()).hexdigest()[:16]
+    sha = hashlib.sha256(library.read_bytes()).hexdigest()
+    digest = sha[:16]
     root = Path(cache or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
                 / "zeroloop" / "onnxruntime-avx2")
     target = root / digest
-    if (target / "onnxruntime").is_dir():
-        return target
-    root.mkdir(parents=True, exist_ok=True)
+    if not (target / "onnxruntime").is_dir():
+        root.mkdir(parents=True, exist_ok=True)
+        with open(root / f"{digest}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when its process dies
+            if not (target / "onnxruntime").is_dir():  # not made while this one waited
+                _make_capped_copy(package, root, target, digest)
+    # the installed library's xgetbv offsets, as found when the copy was made: not disassembled again
+    record = target / "xgetbv.json"
+    if record.is_file():
+        found = json.loads(record.read_text())
+        if found.get("sha256") == sha:
+            _FOUND.setdefault(sha, found["offsets"])
+    return target
+
+
+def _make_capped_copy(package: Path, root: Path, target: Path, digest: str) -> None:
     work = Path(tempfile.mkdtemp(prefix=f"{digest}-", dir=root))
     try:
         shutil.copytree(package, work / "onnxruntime", ignore=shutil.ignore_patterns("__pycache__"))
-        patch_library(native_library(work / "onnxruntime"))
+        library = native_library(work / "onnxruntime")
+        sha = hashlib.sha256(library.read_bytes()).hexdigest()
+        patch_library(library)
+        (work / "xgetbv.json").write_text(json.dumps({"sha256": sha, "offsets": _FOUND[sha]}))
         try:
             work.rename(target)
         except OSError:  # another process made it first
@@ -156,7 +178,6 @@ def capped_copy(cache: Path | None = None) -> Path:
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
-    return target
 
 
 def nchwc_block() -> int:

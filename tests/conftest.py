@@ -2,6 +2,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -242,3 +243,16 @@ def mlflow_db(tmp_path, mlflow_template_db):
     dest = tmp_path / "mlflow.db"
     shutil.copy(mlflow_template_db, dest)
     return dest
+
+
+#: ``ZEROLOOP_TEST_TIMELINE=FILE``: each test process appends a line per test to FILE (its
+#: worker, start and end as epoch seconds, the test): which tests ran beside which, and the tail
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    path = os.environ.get("ZEROLOOP_TEST_TIMELINE")
+    start = time.time()
+    yield
+    if path:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {start:.2f} {time.time():.2f} "
+                    f"{item.nodeid}\n")

@@ -31,7 +31,7 @@ TOKEN = secrets.token_hex(32)
 TINY = {
     "game": "connect4", "seed": 11,  # long enough games that a node dies while they are played
     "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
-    "mcts": {"simulations": 80},
+    "mcts": {"simulations": 40},
     "selfplay": {"games": 64, "shard_games": 4, "temperature_moves": 4},
     "train": {"epochs": 1, "batch_size": 16, "replay_generations": 2},
     "gate": {"games": 8, "simulations": 8, "opening_plies": 1},

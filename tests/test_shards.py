@@ -137,7 +137,7 @@ def test_games_depend_on_neither_workers_nor_games_in_flight_nor_the_cache(tmp_p
 
     # a real network: a small random one can be too coarse to show batch-size effects
     base = dict(game="connect4", model=str(SHIPPED_DIR / "connect4.pt"), net=None, games=4, shard_games=2,
-                search=SearchConfig(simulations=16), eval_batch=8)
+                search=SearchConfig(simulations=8), eval_batch=8)
     runs = {"1 worker, 1 in flight, no cache": dict(workers=1, in_flight=1, eval_cache=0),
             "1 worker, 3 in flight": dict(workers=1, in_flight=3, eval_cache=0),
             "2 workers, 16 in flight, cache": dict(workers=2, in_flight=16, eval_cache=10_000),

@@ -14,16 +14,17 @@ from services import STAGES
 from zeroloop.pipeline.params import parse_params
 
 
-def _children(pid: int) -> list[int]:
+def _spawned_in(root: Path) -> list[int]:
+    """The spawned Python processes (multiprocessing's ``spawn_main``) working in
+    ``root``: a stage's workers there, whoever started the stage."""
     out = []
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                if (d / "cwd").resolve() == root.resolve() and b"spawn_main" in (d / "cmdline").read_bytes():
+                    out.append(int(d.name))
             except OSError:
                 continue
-            if int(fields[1]) == pid:
-                out.append(int(d.name))
     return out
 
 
@@ -36,12 +37,10 @@ def _alive(pid: int) -> bool:
 
 
 def _workers(stage: subprocess.Popen, count: int, root: Path, timeout: float = 120) -> list[int]:
-    """The stage's worker processes (spawned python children), once ``count``
-    exist and shards are being written."""
+    """The stage's worker processes, once ``count`` exist and shards are being written."""
     deadline = time.time() + timeout
     while time.time() < deadline:
-        kids = [k for k in _children(stage.pid)
-                if "spawn_main" in Path(f"/proc/{k}/cmdline").read_bytes().decode(errors="replace")]
+        kids = _spawned_in(root)
         if len(kids) >= count and len(_shards(root)) >= 2:
             return kids
         time.sleep(0.1)
@@ -56,10 +55,15 @@ def selfplay_repo(tmp_path, mlflow_db):
                          "runtime": {"workers": 2}, "generations": {"1": {"prev": 0}}}).to_yaml_data()
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
-    run = [sys.executable, "-m", "zeroloop.pipeline.stages"]  # a new interpreter: its children are tested
     assert subprocess.run([*STAGES, "init"], cwd=tmp_path, env=env, capture_output=True).returncode == 0
-    start = lambda: subprocess.Popen([*run, "selfplay", "--gen", "1", "--prev", "0"], cwd=tmp_path,  # noqa: E731
-                                     env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def start(new_interpreter: bool = True) -> subprocess.Popen:
+        """Self-play; in a new interpreter where how its workers end with it is tested (a warm fork
+        is ended with its process group), else as the other stages run (without the seconds of imports)."""
+        run = [sys.executable, "-m", "zeroloop.pipeline.stages"] if new_interpreter else STAGES
+        return subprocess.Popen([*run, "selfplay", "--gen", "1", "--prev", "0"], cwd=tmp_path, env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
     return tmp_path, start
 
 
@@ -84,14 +88,14 @@ def test_workers_die_with_a_killed_stage_and_write_nothing_after(selfplay_repo):
 
 def test_a_killed_worker_is_one_line_and_a_rerun_resumes(selfplay_repo):
     root, start = selfplay_repo
-    stage = start()
+    stage = start(new_interpreter=False)
     workers = _workers(stage, 2, root)
     os.kill(workers[0], signal.SIGKILL)
     _, err = stage.communicate(timeout=120)
     assert stage.returncode == 2, err[-2000:]
     assert "Traceback" not in err and "a worker process died" in err
     kept = _shards(root)
-    rerun = start()
+    rerun = start(new_interpreter=False)
     _, err = rerun.communicate(timeout=300)
     assert rerun.returncode == 0, err[-2000:]
     assert len(list((root / "data/gen_1").glob("shard_*.zls"))) == 8

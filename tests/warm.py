@@ -15,8 +15,10 @@ directory, environment and its three standard file descriptors over a Unix
 socket, forwards SIGTERM and SIGHUP to the stage and SIGINT to the stage's
 process group (as Ctrl-C reaches a terminal's), and exits as the stage did.
 Anything else it runs the real interpreter for (``execv``), as it does when
-the server is not up yet or the request's environment differs from the
+the server is gone or gave up, or the request's environment differs from the
 server's in a variable read at import time (thread counts, ISA caps, paths).
+A request that comes while the server still imports waits for it: a new
+interpreter beside it would import the same on the same two cores.
 
 The server's forks are process-group leaders: when a client dies (SIGKILL,
 a test's timeout) the server's watcher kills the stage's whole group.
@@ -59,7 +61,7 @@ PRELOAD = ("torch", "numpy", "numba", "yaml", "lightning.pytorch", "mlflow", "ml
 SHIM = '''#!{python} -S
 """The warm server's client (tests/warm.py): runs {what} in a fork of the
 server at {sock}, or execs {real}."""
-import array, json, os, signal, socket, sys
+import array, json, os, signal, socket, sys, time
 
 REAL, SOCK, MODULE, SCRIPTS = {real!r}, {sock!r}, {module!r}, {scripts!r}
 
@@ -68,12 +70,30 @@ def real():
     os.execv(REAL, [REAL, *sys.argv[1:]])
 
 
+def serving():
+    """Whether the server serves, once it has imported: a stage asked for while
+    it imports waits for it rather than importing the same again beside it."""
+    deadline = time.monotonic() + 180
+    while not os.path.exists(SOCK):
+        try:
+            with open(SOCK + ".pid") as f:
+                pid = int(f.read())
+            with open(f"/proc/{{pid}}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):  # it gave up, not yet reaped
+                    return False
+        except (OSError, ValueError, IndexError):  # no server, or it is gone
+            return False
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def main():
     args = sys.argv[1:] if MODULE is None else ["-m", MODULE, *sys.argv[1:]]
     script = MODULE is None and bool(args) and args[0].endswith(".py") and os.path.isfile(args[0]) \
         and os.path.dirname(os.path.abspath(args[0])) == SCRIPTS
-    if not script and (len(args) < 2 or args[0] != "-m" or args[1] not in {modules!r}) \
-            or not os.path.exists(SOCK):
+    if not script and (len(args) < 2 or args[0] != "-m" or args[1] not in {modules!r}) or not serving():
         real()
     conn = socket.socket(socket.AF_UNIX)
     try:
@@ -303,6 +323,7 @@ class WarmServer:
         self.log = open(root / "warm.log", "w")
         self.proc = subprocess.Popen([sys.executable, __file__, self.sock], stdout=self.log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        Path(self.sock + ".pid").write_text(str(self.proc.pid))  # the shims wait while it imports
 
     def ready(self, timeout: float = 120) -> bool:
         """Wait for the socket (test_warm checks the forks themselves)."""
