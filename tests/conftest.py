@@ -26,6 +26,9 @@ _GROUPS_DIR = "ZEROLOOP_XDIST_GROUPS"
 _SHARED_CACHE = "ZEROLOOP_TEST_SHARED_CACHE"
 #: the machine's CPU seconds when the run began (see pytest_terminal_summary)
 _START_CPU = pytest.StashKey[tuple | None]()
+#: the run's warm server (tests/warm.py), started in the controller; its folder, for the test processes
+_WARM = pytest.StashKey[object]()
+_WARM_DIR = "ZEROLOOP_TEST_WARM"
 
 
 def _machine_cpu_s() -> tuple[float, float] | None:
@@ -71,6 +74,15 @@ def pytest_configure(config):
     if config.getvalue("dist") == "loadgroup":
         os.environ[_GROUPS_DIR] = tempfile.mkdtemp(prefix="zeroloop-xdist-groups-")
     os.environ[_SHARED_CACHE] = tempfile.mkdtemp(prefix="zeroloop-test-cache-")
+    if not (os.environ.get("ZEROLOOP_TEST_COLD") or config.option.collectonly or config.option.help):
+        from warm import WarmServer
+
+        # every zeroloop process sets this before torch starts (runtime.process.init_worker_threads), and
+        # an in-process test sets it in its process: set once first, the server, the test processes and
+        # their requests agree on it
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+        os.environ[_WARM_DIR] = tempfile.mkdtemp(prefix="zeroloop-warm-")
+        config.stash[_WARM] = WarmServer(Path(os.environ[_WARM_DIR]))
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -89,6 +101,10 @@ def pytest_terminal_summary(terminalreporter, config):
 def pytest_unconfigure(config):
     if hasattr(config, "workerinput"):
         return
+    server = config.stash.get(_WARM, None)
+    if server is not None:
+        server.close()
+        shutil.rmtree(os.environ.pop(_WARM_DIR), ignore_errors=True)
     for name in (_GROUPS_DIR, _SHARED_CACHE):
         if os.environ.get(name):
             shutil.rmtree(os.environ.pop(name), ignore_errors=True)
@@ -133,21 +149,20 @@ def pytest_xdist_make_scheduler(config, log):
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _warm_stages(tmp_path_factory):
-    """Stages and ``zeroloop`` commands run as forks of one warm interpreter per
-    test process (tests/warm.py: each is still a process of its own, without the
-    seconds of imports); ``ZEROLOOP_TEST_COLD=1`` runs them all as new interpreters."""
+def _warm_stages():
+    """Stages and ``zeroloop`` commands run as forks of one warm interpreter
+    (tests/warm.py: each is still a process of its own, without the seconds of
+    imports), one for the run: pytest's main process starts it before the test
+    processes, which share it. ``ZEROLOOP_TEST_COLD=1`` runs them all as new
+    interpreters."""
     import services
 
-    if os.environ.get("ZEROLOOP_TEST_COLD"):
+    if os.environ.get("ZEROLOOP_TEST_COLD") or not os.environ.get(_WARM_DIR):
         yield None
         return
     from warm import WarmServer
 
-    # every zeroloop process sets this before torch starts (runtime.process.init_worker_threads), and an
-    # in-process test sets it in this process: set once first, the server and its requests agree on it
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    server = WarmServer(tmp_path_factory.mktemp("warm"))
+    server = WarmServer.attach(Path(os.environ[_WARM_DIR]))
     cold = (list(services.PYTHON), list(services.STAGES), list(services.ZEROLOOP))
     services.PYTHON[:] = [server.python]
     services.STAGES[:] = [server.python, *services.STAGES[1:]]
@@ -156,7 +171,6 @@ def _warm_stages(tmp_path_factory):
     yield server
     services.PYTHON[:], services.STAGES[:], services.ZEROLOOP[:] = cold
     services.WARM_BIN.clear()
-    server.close()
 
 
 #: modules whose subject is the worker processes themselves: their pools start and end as a stage's do

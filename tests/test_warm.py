@@ -28,8 +28,9 @@ def warm(_warm_stages):
     return _warm_stages
 
 
-def _log_lines(server, kind: str) -> list[str]:
-    return [x for x in (server.root / "warm.log").read_text().splitlines() if x.startswith(kind)]
+def _log_lines(server, kind: str, cwd) -> list[str]:
+    """The server's lines of one kind for requests from ``cwd`` (the other test process shares it)."""
+    return [x for x in (server.root / "warm.log").read_text().splitlines() if x.startswith(f"{kind} {cwd} ")]
 
 
 def _digests(root) -> dict:
@@ -44,14 +45,14 @@ def _processes_in(root, *besides: int) -> list[psutil.Process]:
 def test_a_warm_stage_writes_what_a_new_interpreter_writes(tmp_path, warm, mlflow_db):
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
     roots = {"cold": tmp_path / "cold", "warm": tmp_path / "warm"}
-    forks = len(_log_lines(warm, "fork:"))
+    forks = len(_log_lines(warm, "fork:", roots["warm"]))
     for kind, python in (("cold", sys.executable), ("warm", warm.python)):
         write_params(roots[kind], TINY)
         for args in (["init"], ["selfplay", "--gen", "1", "--prev", "0"]):
             out = subprocess.run([python, "-m", "zeroloop.pipeline.stages", *args], cwd=roots[kind], env=env,
                                  capture_output=True, text=True, timeout=300)
             assert out.returncode == 0, out.stderr[-3000:]
-    assert len(_log_lines(warm, "fork:")) == forks + 2  # the warm ones were forks, not interpreters
+    assert len(_log_lines(warm, "fork:", roots["warm"])) == forks + 2  # the warm ones were forks
     cold, hot = _digests(roots["cold"]), _digests(roots["warm"])
     assert any(k.endswith(".zls") for k in cold) and cold == hot
 
@@ -64,7 +65,7 @@ def test_exit_status_and_a_changed_import_time_setting(tmp_path, warm):
     out = subprocess.run([*STAGES, "init"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                          env={**os.environ, "OMP_NUM_THREADS": "3"})
     assert out.returncode == 2 and "unknown key 'mcts.cpuct'" in out.stderr
-    assert _log_lines(warm, "real:")[-1].endswith("(differs: OMP_NUM_THREADS )")
+    assert _log_lines(warm, "real:", tmp_path)[-1].endswith("(differs: OMP_NUM_THREADS )")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
@@ -94,13 +95,13 @@ def test_a_benchmark_script_runs_warm_as_a_new_interpreter_runs_it(tmp_path, war
     from pathlib import Path
 
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "run_as.py"
-    forks = len(_log_lines(warm, "fork:"))
+    forks = len(_log_lines(warm, "fork:", tmp_path))
     cold, hot = (subprocess.run([python, str(script), "--help"], cwd=tmp_path, capture_output=True, text=True,
                                 timeout=120) for python in (sys.executable, warm.python))
     assert cold.returncode == hot.returncode == 0 and "run_as.py" in cold.stdout
     assert hot.stdout == cold.stdout and hot.stderr == cold.stderr
-    assert len(_log_lines(warm, "fork:")) == forks + 1
+    assert len(_log_lines(warm, "fork:", tmp_path)) == forks + 1
     elsewhere = tmp_path / "probe.py"
     elsewhere.write_text("import sys; print(sys.argv[0])\n")
     out = subprocess.run([warm.python, str(elsewhere)], capture_output=True, text=True, timeout=120)
-    assert out.stdout.strip() == str(elsewhere) and len(_log_lines(warm, "fork:")) == forks + 1
+    assert out.stdout.strip() == str(elsewhere) and len(_log_lines(warm, "fork:", tmp_path)) == forks + 1

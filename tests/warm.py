@@ -290,13 +290,13 @@ def serve(sock_path: str) -> None:
                          if req["env"].get(k) != mine.get(k))
         known = os.path.dirname(req["argv"][0]) == SCRIPTS if req.get("script") else req["argv"][0] in MODULES
         if differs or not known or len(fds) != 3:
-            print("real:", *req["argv"][:3], "(differs:", *differs, ")", flush=True)
+            print("real:", req["cwd"], *req["argv"][:3], "(differs:", *differs, ")", flush=True)
             conn.sendall(b"real\n")
             conn.close()
             for fd in fds:
                 os.close(fd)
             continue
-        print("fork:", *req["argv"][:3], flush=True)
+        print("fork:", req["cwd"], *req["argv"][:3], flush=True)
         if os.fork() == 0:
             _watch(conn, listener, req, fds)
         conn.close()
@@ -305,12 +305,27 @@ def serve(sock_path: str) -> None:
 
 
 class WarmServer:
-    """The server for this test process and its shim directory (``bin``)."""
+    """The server for a test run and its shim directory (``bin``): started once
+    in pytest's main process, used by every test process of the run
+    (:meth:`attach`). Its log, ``warm.log``, has a line per request: ``fork:``
+    or ``real:``, the request's working directory and its first arguments."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, start: bool = True) -> None:
         self.root = root
         self.sock = str(root / "warm.sock")
         self.bin = root / "bin"
+        self.python, self.zeroloop = str(self.bin / "python"), str(self.bin / "zeroloop")
+        self.proc: subprocess.Popen | None = None
+        if start:
+            self._start()
+
+    @classmethod
+    def attach(cls, root: Path) -> WarmServer:
+        """The server another process started in ``root``."""
+        return cls(root, start=False)
+
+    def _start(self) -> None:
+        root = self.root
         self.bin.mkdir(parents=True, exist_ok=True)
         bin_dir = Path(sys.executable).parent
         for name, module, what in (("python", None, "``python -m`` of the stages or a benchmark script"),
@@ -319,22 +334,33 @@ class WarmServer:
             shim.write_text(SHIM.format(python=sys.executable, real=str(bin_dir / name), sock=self.sock,
                                         module=module, modules=MODULES, what=what, scripts=SCRIPTS))
             shim.chmod(0o755)
-        self.python, self.zeroloop = str(self.bin / "python"), str(self.bin / "zeroloop")
         self.log = open(root / "warm.log", "w")
         self.proc = subprocess.Popen([sys.executable, __file__, self.sock], stdout=self.log,
                                      stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         Path(self.sock + ".pid").write_text(str(self.proc.pid))  # the shims wait while it imports
 
+    def _alive(self) -> bool:
+        if self.proc is not None:
+            return self.proc.poll() is None
+        try:
+            with open(f"/proc/{int(Path(self.sock + '.pid').read_text())}/stat") as f:
+                return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+        except (OSError, ValueError, IndexError):
+            return False
+
     def ready(self, timeout: float = 120) -> bool:
         """Wait for the socket (test_warm checks the forks themselves)."""
         deadline = time.time() + timeout
         while not os.path.exists(self.sock):
-            if self.proc.poll() is not None or time.time() > deadline:
+            if not self._alive() or time.time() > deadline:
                 return False
             time.sleep(0.1)
         return True
 
     def close(self) -> None:
+        """Stop the server, where this process started it."""
+        if self.proc is None:
+            return
         self.proc.terminate()
         try:
             self.proc.wait(10)
