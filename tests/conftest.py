@@ -259,8 +259,9 @@ def mlflow_db(tmp_path, mlflow_template_db):
     return dest
 
 
-#: ``ZEROLOOP_TEST_TIMELINE=FILE``: each test process appends a line per test to FILE (its
-#: worker, start and end as epoch seconds, the test): which tests ran beside which, and the tail
+#: ``ZEROLOOP_TEST_TIMELINE=FILE``: each test process appends a line per test to FILE (its worker and
+#: pid, start and end as epoch seconds, the test): which tests ran beside which, the tail, and what
+#: benchmarks/suite_cpu.py charges each test with
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     path = os.environ.get("ZEROLOOP_TEST_TIMELINE")
@@ -268,5 +269,5 @@ def pytest_runtest_protocol(item, nextitem):
     yield
     if path:
         with open(path, "a", encoding="utf-8") as f:
-            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {start:.2f} {time.time():.2f} "
-                    f"{item.nodeid}\n")
+            f.write(f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')} {os.getpid()} {start:.2f} "
+                    f"{time.time():.2f} {item.nodeid}\n")

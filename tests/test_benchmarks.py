@@ -3,6 +3,7 @@ change that breaks one fails the suite (they measure nothing here: speed
 lives in the benchmarks themselves, not in tests)."""
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -76,11 +77,14 @@ SMOKE = {
 
 #: modules the scripts import, each with its own test module
 SHARED = {"isa_emulation.py": "test_isa_emulation.py"}
+#: scripts whose run needs more than arguments, each with its own test here
+OWN = {"suite_cpu.py": "test_suite_cpu_charges_a_commands_processes_to_its_tests"}
 
 
 def test_every_benchmark_has_a_smoke_test():
-    assert sorted(p.name for p in BENCHMARKS.glob("*.py")) == sorted([*SMOKE, *SHARED])
+    assert sorted(p.name for p in BENCHMARKS.glob("*.py")) == sorted([*SMOKE, *SHARED, *OWN])
     assert all((Path(__file__).parent / test).is_file() for test in SHARED.values())
+    assert all(callable(globals().get(test)) for test in OWN.values())
     assert sorted(p.name for p in BENCHMARKS.glob("*.sh")) == ["gpu_check.sh", "gpu_wheels.sh"]
 
 
@@ -141,6 +145,31 @@ def test_benchmark_runs_with_tiny_settings(script):
     assert out.returncode == 0, out.stderr[-3000:]
     for line in expected:
         assert line in out.stdout, f"{script}: no {line!r} in\n{out.stdout}"
+
+
+def test_suite_cpu_charges_a_commands_processes_to_its_tests(tmp_path):
+    """benchmarks/suite_cpu.py around a one-test pytest run: the processes that ended are counted,
+    the test process's own CPU apart, and the test that started a busy process is charged with it."""
+    if os.environ.get("ZEROLOOP_SUITE_CPU"):
+        pytest.skip("the suite runs under suite_cpu.py, whose accounting a second one would end")
+    (tmp_path / "test_busy.py").write_text(
+        "import subprocess, sys\n\n\ndef test_busy():\n"
+        "    subprocess.run([sys.executable, '-c', 'sum(range(20_000_000))'], check=True)\n")
+    # the suite's conftest writes the timeline; cold: no warm server for one test
+    inner = [sys.executable, "-m", "pytest", "-q", "-c", os.devnull, "--rootdir", str(tmp_path),
+             "-p", "no:cacheprovider", "-p", "conftest", "test_busy.py"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "ZEROLOOP_TEST_COLD": "1"}
+    out = subprocess.run([*PYTHON, str(BENCHMARKS / "suite_cpu.py"), "--top", "3", "--", *inner],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    if out.returncode == 2 and out.stderr.startswith("suite_cpu.py: ") and "acct(" in out.stderr:
+        assert len(out.stderr.strip().splitlines()) == 1  # said in one line: not root, or no accounting
+        pytest.skip(out.stderr.strip())
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    assert re.search(r"\d+ processes ended, [\d.]+ CPU-s \(user\+sys\); 1 tests in 1 test processes",
+                     out.stdout), out.stdout
+    assert "test processes' own (in-process tests)" in out.stdout
+    charged = re.search(r"^\s+([\d.]+) s  \S*test_busy.py::test_busy$", out.stdout, re.M)
+    assert charged and float(charged.group(1)) > 0.1, out.stdout  # the busy child's CPU, charged to its test
 
 
 def test_selfplay_ceiling_refuses_a_net_it_does_not_know():
