@@ -80,14 +80,17 @@ def _acct(path: str | None) -> None:
                            "BSD process accounting, are needed)")
 
 
-def read_timeline(path: Path) -> dict[int, list[tuple[float, float, str]]]:
-    """Test process pid -> its tests as (start, end, node id)."""
-    tests = collections.defaultdict(list)
+def read_timeline(path: Path) -> tuple[dict[int, list[tuple[float, float, str]]], set[int]]:
+    """(test process pid -> its tests as (start, end, node id), the warm servers' pids)."""
+    tests, warm = collections.defaultdict(list), set()
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
-            _worker, pid, start, end, nodeid = line.split(" ", 4)
-            tests[int(pid)].append((float(start), float(end), nodeid))
-    return tests
+            if line.startswith("# warm server "):
+                warm.add(int(line.split()[-1]))
+            elif line and not line.startswith("#"):
+                _worker, pid, start, end, nodeid = line.split(" ", 4)
+                tests[int(pid)].append((float(start), float(end), nodeid))
+    return tests, warm
 
 
 #: a process's kind by its name, where its ancestry says nothing
@@ -97,21 +100,28 @@ _KINDS = (("ray::", "Ray's task workers and actors"), ("raylet", "Ray's daemons"
           ("gnugo", "gnugo"), ("chromium", "chromium"), ("objdump", "objdump"), ("git", "git"))
 
 
-def charge(procs: list[Proc], tests: dict[int, list[tuple[float, float, str]]]):
+def charge(procs: list[Proc], tests: dict[int, list[tuple[float, float, str]]], warm: set[int] = frozenset()):
     """(CPU by kind, CPU by test): see the module's docstring."""
     by_pid = {p.pid: p for p in procs}
     testers = set(tests)
 
-    def tester_of(p: Proc) -> int | None:
+    def ancestor_in(p: Proc, pids: set[int]) -> int | None:
         seen = 0
         while p is not None and seen < 64:
-            if p.ppid in testers:
+            if p.ppid in pids:
                 return p.ppid
             p, seen = by_pid.get(p.ppid), seen + 1
         return None
 
-    def test_at(pid: int, when: float) -> str | None:
-        return next((n for s, e, n in tests.get(pid, ()) if s - 1 <= when <= e), None)
+    def tester_of(p: Proc) -> int | None:
+        return ancestor_in(p, testers)
+
+    def test_at(pid: int, when: int) -> str | None:
+        """The test running at ``when`` (a whole second, as the records count): the one that
+        overlaps that second most."""
+        overlaps = [(min(e, when + 1) - max(s, when), n) for s, e, n in tests.get(pid, ())]
+        best = max(overlaps, default=(0.0, None))
+        return best[1] if best[0] > 0 else None
 
     hosts = [(p, t) for p in procs if (t := tester_of(p)) is not None]
     kinds, per_test = collections.Counter(), collections.Counter()
@@ -119,16 +129,24 @@ def charge(procs: list[Proc], tests: dict[int, list[tuple[float, float, str]]]):
         if p.pid in testers:
             kinds["test processes' own (in-process tests)"] += p.cpu
             continue
+        if p.pid in warm:
+            kinds["the warm server"] += p.cpu
+            continue
         tester = tester_of(p)
         if tester is not None:
             kinds["started by a test process (and their children)"] += p.cpu
             test = test_at(tester, p.start)
         else:
-            kind = next((k for prefix, k in _KINDS if p.name.startswith(prefix)), None)
-            kinds[kind or f"elsewhere: {p.name}"] += p.cpu
-            # the tightest process of a test process's tree alive around this one
+            if ancestor_in(p, warm) is not None:
+                kinds["forked from the warm server: stages, zeroloop commands (and their children)"] += p.cpu
+            else:
+                kind = next((k for prefix, k in _KINDS if p.name.startswith(prefix)), None)
+                kinds[kind or f"elsewhere: {p.name}"] += p.cpu
+            # the tightest process of a test process's tree alive around this one (the warm server's
+            # client spans its fork), not a server that outlives a module
             around = [(h, t) for h, t in hosts
-                      if h.start <= p.start + 1 and p.start + p.elapsed <= h.start + h.elapsed + 1]
+                      if h.start <= p.start + 1 and p.start + p.elapsed <= h.start + h.elapsed + 1
+                      and h.elapsed <= max(3 * p.elapsed, p.elapsed + 30)]
             test = None
             if around:
                 h, t = max(around, key=lambda ht: (ht[0].start, -ht[0].elapsed))
@@ -169,8 +187,8 @@ def main() -> int:
                                             _UNDER: str(records)}).returncode
     finally:
         _acct(None)
-    procs, tests = read_records(records), read_timeline(timeline)
-    kinds, per_test = charge(procs, tests)
+    procs, (tests, warm) = read_records(records), read_timeline(timeline)
+    kinds, per_test = charge(procs, tests, warm)
     total = sum(kinds.values())
     print(f"\n{len(procs)} processes ended, {total:.1f} CPU-s (user+sys); {sum(map(len, tests.values()))} "
           f"tests in {len(tests)} test processes")

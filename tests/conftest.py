@@ -82,7 +82,10 @@ def pytest_configure(config):
         # their requests agree on it
         os.environ.setdefault("OMP_NUM_THREADS", "1")
         os.environ[_WARM_DIR] = tempfile.mkdtemp(prefix="zeroloop-warm-")
-        config.stash[_WARM] = WarmServer(Path(os.environ[_WARM_DIR]))
+        config.stash[_WARM] = server = WarmServer(Path(os.environ[_WARM_DIR]))
+        if os.environ.get("ZEROLOOP_TEST_TIMELINE"):  # its forks are the stages (benchmarks/suite_cpu.py)
+            with open(os.environ["ZEROLOOP_TEST_TIMELINE"], "a", encoding="utf-8") as f:
+                f.write(f"# warm server {server.proc.pid}\n")
 
 
 def pytest_terminal_summary(terminalreporter, config):
