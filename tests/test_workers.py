@@ -17,11 +17,11 @@ from zeroloop.pipeline.params import parse_params
 def _spawned_in(root: Path) -> list[int]:
     """The spawned Python processes (multiprocessing's ``spawn_main``) working in
     ``root``: a stage's workers there, whoever started the stage."""
-    out = []
+    out, where = [], root.resolve()
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                if (d / "cwd").resolve() == root.resolve() and b"spawn_main" in (d / "cmdline").read_bytes():
+                if (d / "cwd").resolve() == where and b"spawn_main" in (d / "cmdline").read_bytes():
                     out.append(int(d.name))
             except OSError:
                 continue
