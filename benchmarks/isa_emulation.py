@@ -151,7 +151,7 @@ def capped_copy(cache: Path | None = None) -> Path:
         with open(root / f"{digest}.lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when its process dies
             if not (target / "onnxruntime").is_dir():  # not made while this one waited
-                _make_capped_copy(package, root, target, digest)
+                _make_capped_copy(package, root, target, sha)
     # the installed library's xgetbv offsets, as found when the copy was made: not disassembled again
     record = target / "xgetbv.json"
     if record.is_file():
@@ -161,13 +161,13 @@ def capped_copy(cache: Path | None = None) -> Path:
     return target
 
 
-def _make_capped_copy(package: Path, root: Path, target: Path, digest: str) -> None:
-    work = Path(tempfile.mkdtemp(prefix=f"{digest}-", dir=root))
+def _make_capped_copy(package: Path, root: Path, target: Path, sha: str) -> None:
+    """The copy of ``package`` (whose library's sha256 is ``sha``) made and patched, then renamed to
+    ``target``, with the offsets it patched."""
+    work = Path(tempfile.mkdtemp(prefix=f"{sha[:16]}-", dir=root))
     try:
         shutil.copytree(package, work / "onnxruntime", ignore=shutil.ignore_patterns("__pycache__"))
-        library = native_library(work / "onnxruntime")
-        sha = hashlib.sha256(library.read_bytes()).hexdigest()
-        patch_library(library)
+        patch_library(native_library(work / "onnxruntime"))  # finds the offsets under the same sha
         (work / "xgetbv.json").write_text(json.dumps({"sha256": sha, "offsets": _FOUND[sha]}))
         try:
             work.rename(target)
