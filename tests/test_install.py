@@ -44,9 +44,28 @@ def test_the_installed_venv_is_the_one_this_suite_runs_in():
     """The suite runs in what `make setup` installed: torch as pinned, with its bytecode
     compiled (without it every stage's imports took twice as long where
     PYTHONDONTWRITEBYTECODE is set: docs/development.md)."""
-    out = subprocess.run([sys.executable, "-c", "import torch, mlflow, importlib.util as u; "
-                          "print(torch.__version__.split('+')[0], u.cache_from_source(mlflow.__file__))"],
+    out = subprocess.run([sys.executable, "-c", "import torch, mlflow, zeroloop.pipeline.stages as s, "
+                          "importlib.util as u; print(torch.__version__.split('+')[0], "
+                          "u.cache_from_source(mlflow.__file__), u.cache_from_source(s.__file__))"],
                          capture_output=True, text=True, check=True)
-    version, cached = out.stdout.split()
+    version, cached, ours = out.stdout.split()
     assert version == "2.13.0"
     assert Path(cached).exists(), f"{cached}: MLflow installed without its compiled bytecode"
+    assert Path(ours).exists(), f"{ours}: zeroloop's source without its compiled bytecode (make setup)"
+
+
+def test_the_install_compiles_zeroloops_own_source(tmp_path):
+    """`make setup` compiles src/ too (installed editable, the installers leave it out), and
+    an interpreter that may not write bytecode reads what it wrote."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "mod.py").write_text("X = 1\n")
+    assert install.compile_source(tmp_path)
+    cached = Path(importlib.util.cache_from_source(str(pkg / "mod.py")))
+    assert cached.exists()
+    out = subprocess.run([sys.executable, "-B", "-v", "-c", "import pkg.mod"], cwd=tmp_path,
+                         capture_output=True, text=True, check=True)
+    assert f"matches {pkg / 'mod.py'}" in out.stderr, out.stderr[-2000:]
+    (pkg / "bad.py").write_text("def (:\n")
+    assert not install.compile_source(tmp_path)
