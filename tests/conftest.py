@@ -1,6 +1,7 @@
 import json
 import os
 import shutil
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -157,7 +158,10 @@ def _warm_stages():
     (tests/warm.py: each is still a process of its own, without the seconds of
     imports), one for the run: pytest's main process starts it before the test
     processes, which share it. ``ZEROLOOP_TEST_COLD=1`` runs them all as new
-    interpreters."""
+    interpreters. The process pools of the stages and of the tests here spawn
+    their workers through the server too (forks of it, each a process of its own)."""
+    import multiprocessing.spawn
+
     import services
 
     if os.environ.get("ZEROLOOP_TEST_COLD") or not os.environ.get(_WARM_DIR):
@@ -171,7 +175,10 @@ def _warm_stages():
     services.STAGES[:] = [server.python, *services.STAGES[1:]]
     services.ZEROLOOP[:] = [server.zeroloop]
     services.WARM_BIN[:] = [str(server.bin)]
+    spawn_with = multiprocessing.spawn.get_executable()
+    multiprocessing.spawn.set_executable(server.python)
     yield server
+    multiprocessing.spawn.set_executable(spawn_with)
     services.PYTHON[:], services.STAGES[:], services.ZEROLOOP[:] = cold
     services.WARM_BIN.clear()
 
@@ -222,15 +229,23 @@ def _shared_workers():
 
 
 @pytest.fixture(autouse=True)
-def _kept_workers(request, _shared_workers):
-    """Each test of :data:`_OWN_WORKERS` starts without the shared set, as a stage does."""
+def _kept_workers(request, _shared_workers, _warm_stages):
+    """Each test of :data:`_OWN_WORKERS` starts without the shared set, as a stage does,..."""
+    import multiprocessing.spawn
+
     from zeroloop.pipeline.runtime import workers
 
     own = os.environ.get("ZEROLOOP_TEST_COLD") or request.module.__name__.rpartition(".")[2] in _OWN_WORKERS
     if own:
         workers._drop_kept()
     workers._kept["keeping"] = not own
+    # and spawns them as new interpreters: a fork of the warm server is no child of the process
+    # that spawned it, whose clock counts its children's CPU
+    spawn_with = multiprocessing.spawn.get_executable()
+    if own:
+        multiprocessing.spawn.set_executable(sys.executable)
     yield
+    multiprocessing.spawn.set_executable(spawn_with)
 
 
 @pytest.fixture(autouse=True, scope="session")

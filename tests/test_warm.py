@@ -43,16 +43,19 @@ def _processes_in(root, *besides: int) -> list[psutil.Process]:
 
 
 def test_a_warm_stage_writes_what_a_new_interpreter_writes(tmp_path, warm, mlflow_db):
+    """... and its pool's workers, spawned through the shim, are forks of the server too."""
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
     roots = {"cold": tmp_path / "cold", "warm": tmp_path / "warm"}
     forks = len(_log_lines(warm, "fork:", roots["warm"]))
     for kind, python in (("cold", sys.executable), ("warm", warm.python)):
-        write_params(roots[kind], TINY)
+        write_params(roots[kind], {**TINY, "runtime": {"workers": 2}})
         for args in (["init"], ["selfplay", "--gen", "1", "--prev", "0"]):
             out = subprocess.run([python, "-m", "zeroloop.pipeline.stages", *args], cwd=roots[kind], env=env,
                                  capture_output=True, text=True, timeout=300)
             assert out.returncode == 0, out.stderr[-3000:]
     assert len(_log_lines(warm, "fork:", roots["warm"])) == forks + 2  # the warm ones were forks
+    assert len(_log_lines(warm, "spawn:", roots["warm"])) == 2  # and so were self-play's two workers
+    assert not _log_lines(warm, "spawn:", roots["cold"])
     cold, hot = _digests(roots["cold"]), _digests(roots["warm"])
     assert any(k.endswith(".zls") for k in cold) and cold == hot
 
@@ -70,7 +73,9 @@ def test_exit_status_and_a_changed_import_time_setting(tmp_path, warm):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_signal_to_the_caller_reaches_the_stage(tmp_path, warm, mlflow_db, sig):
-    write_params(tmp_path, {**TINY, "selfplay": {"games": 50000, "shard_games": 50}})  # minutes of games
+    # minutes of games, on two workers that are forks of the server too: neither outlives the stage
+    write_params(tmp_path, {**TINY, "selfplay": {"games": 50000, "shard_games": 50},
+                            "runtime": {"workers": 2}})
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{mlflow_db}"}
     assert subprocess.run([*STAGES, "init"], cwd=tmp_path, env=env, timeout=120).returncode == 0
     proc = subprocess.Popen([*STAGES, "selfplay", "--gen", "1", "--prev", "0"], cwd=tmp_path, env=env,
@@ -80,7 +85,7 @@ def test_a_signal_to_the_caller_reaches_the_stage(tmp_path, warm, mlflow_db, sig
         assert proc.poll() is None and time.time() < deadline, proc.communicate()[1][-3000:]
         time.sleep(0.1)
     stages = _processes_in(tmp_path, proc.pid, os.getpid())
-    assert stages, "the stage is not a process of its own"
+    assert len(stages) >= 3, f"the stage and its workers are not processes of their own: {stages}"
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=15)  # the stage holds stderr open while it lives
     assert proc.returncode == -sig, err[-3000:]  # a stage dies of SIGTERM, as a new interpreter does

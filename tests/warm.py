@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import array
 import atexit
+import fcntl
 import json
 import os
 import select
@@ -64,6 +65,7 @@ server at {sock}, or execs {real}."""
 import array, json, os, signal, socket, sys, time
 
 REAL, SOCK, MODULE, SCRIPTS = {real!r}, {sock!r}, {module!r}, {scripts!r}
+SPAWN_MAIN = "from multiprocessing.spawn import spawn_main; spawn_main("
 
 
 def real():
@@ -89,25 +91,49 @@ def serving():
     return True
 
 
+def spawned(args):
+    """multiprocessing's spawned child (``[-B] -c PROGRAM --multiprocessing-fork``): its
+    program, else None."""
+    prog = args[-2] if len(args) >= 3 else ""
+    if args[-1:] == ["--multiprocessing-fork"] and args[-3] == "-c" and all(a == "-B" for a in args[:-3]) \\
+            and prog.startswith(SPAWN_MAIN) and prog.endswith(")") and "\\n" not in prog:
+        return prog
+    return None
+
+
 def main():
     args = sys.argv[1:] if MODULE is None else ["-m", MODULE, *sys.argv[1:]]
+    spawn = spawned(args) if MODULE is None else None
     script = MODULE is None and bool(args) and args[0].endswith(".py") and os.path.isfile(args[0]) \
         and os.path.dirname(os.path.abspath(args[0])) == SCRIPTS
-    if not script and (len(args) < 2 or args[0] != "-m" or args[1] not in {modules!r}) or not serving():
+    if not spawn and not script and (len(args) < 2 or args[0] != "-m" or args[1] not in {modules!r}) \\
+            or not serving():
         real()
+    # a spawned child's descriptors keep their numbers (its program and pickled pipes name them)
+    fds = [0, 1, 2]
+    if spawn:
+        fds = []
+        for fd in sorted(int(n) for n in os.listdir("/proc/self/fd")):
+            try:
+                os.fstat(fd)
+                fds.append(fd)
+            except OSError:  # the listing's own, closed by now
+                pass
     conn = socket.socket(socket.AF_UNIX)
     try:
         conn.connect(SOCK)
         # sys.path[0]: the working directory under ``python -m``, the script's directory for a command
-        # or a script
-        if script:
+        # or a script, '' under ``-c``
+        if spawn:
+            argv, path0 = ["-c", "--multiprocessing-fork"], ""
+        elif script:
             argv, path0 = [os.path.abspath(args[0]), *args[1:]], SCRIPTS
         else:
             argv, path0 = args[1:], (os.getcwd() if MODULE is None else os.path.dirname(REAL))
-        req = json.dumps({{"argv": argv, "cwd": os.getcwd(), "path0": path0, "script": script,
-                          "env": dict(os.environ)}}).encode()
+        req = json.dumps({{"argv": argv, "cwd": os.getcwd(), "path0": path0, "script": script, "spawn": spawn,
+                          "fds": fds, "ppid": os.getppid(), "env": dict(os.environ)}}).encode()
         conn.sendmsg([len(req).to_bytes(8, "big") + req],
-                     [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0, 1, 2]))])
+                     [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
         reply = conn.makefile("rb")
         first = reply.readline().split()
     except OSError:
@@ -145,13 +171,29 @@ main()
 '''
 
 
+#: descriptors a spawned child may bring (its pipes, the resource tracker's, 0-2); more: a new interpreter
+MAX_FDS = 64
+
+
 def _import_time_env(env: dict) -> dict:
     return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME)}
 
 
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+#: the shim that stands for ``python`` (set by :func:`serve`): a fork's own pools spawn through it
+SHIM_PYTHON = ""
+
+
 def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
     fds = array.array("i")
-    head, ancdata, _flags, _addr = conn.recvmsg(1 << 16, socket.CMSG_LEN(3 * fds.itemsize))
+    head, ancdata, _flags, _addr = conn.recvmsg(1 << 16, socket.CMSG_LEN(MAX_FDS * fds.itemsize))
     for level, kind, data in ancdata:
         if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
             fds.frombytes(data[: len(data) - len(data) % fds.itemsize])
@@ -173,7 +215,13 @@ def _run_stage(req: dict, fds: list[int]) -> None:
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        for target, fd in enumerate(fds):
+        spawn = req.get("spawn")
+        targets = req["fds"] if spawn else range(3)
+        # out of the way first: a descriptor received may sit at another's number
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 1024) for fd in fds]
+        for fd in fds:
+            os.close(fd)
+        for target, fd in zip(targets, high):
             os.dup2(fd, target)
             os.close(fd)
         sys.stdout.reconfigure(line_buffering=os.isatty(1))  # as a new interpreter decides at start
@@ -182,11 +230,20 @@ def _run_stage(req: dict, fds: list[int]) -> None:
         os.environ.update(req["env"])
         sys.argv = list(req["argv"])
         sys.path[0] = req["path0"]
+        import multiprocessing.spawn
         import runpy
 
+        # this process's own pools spawn their workers through the shim: forks of the server too
+        multiprocessing.spawn.set_executable(SHIM_PYTHON)
         code = 0
         try:
-            if req.get("script"):
+            if spawn:
+                # a pool's worker: its parent is the process that spawned it (the product's workers
+                # check that theirs is alive), not the server's watcher
+                parent = req["ppid"]
+                os.getppid = lambda: parent if _alive(parent) else 1
+                exec(compile(spawn, "<string>", "exec"), {"__name__": "__main__"})
+            elif req.get("script"):
                 runpy.run_path(req["argv"][0], run_name="__main__")
             else:
                 runpy.run_module(req["argv"][0], run_name="__main__", alter_sys=True)
@@ -230,13 +287,21 @@ def _watch(conn: socket.socket, listener: socket.socket, req: dict, fds: list[in
             waits, poll = [os.pidfd_open(pid)], None  # readable when the stage ends (Linux 5.3)
         except (AttributeError, OSError):
             waits, poll = [], 0.05
+        parent = None
+        if req.get("spawn"):  # as the product's workers die with their parent (PR_SET_PDEATHSIG)
+            try:
+                parent = os.pidfd_open(req["ppid"])
+            except (AttributeError, OSError):
+                poll = 0.05
         while True:
-            ready, _, _ = select.select([*waits, conn], [], [], poll)
+            ready, _, _ = select.select([*waits, conn, *([parent] if parent is not None else [])], [], [],
+                                        poll)
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 conn.sendall(f"{status}\n".encode())
                 break
-            if conn in ready and not conn.recv(64):  # the client is gone
+            gone = parent in ready if parent is not None else req.get("spawn") and not _alive(req["ppid"])
+            if gone or conn in ready and not conn.recv(64):  # the client or the spawning process is gone
                 try:
                     os.killpg(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -250,6 +315,9 @@ def _watch(conn: socket.socket, listener: socket.socket, req: dict, fds: list[in
 def serve(sock_path: str) -> None:
     """Import everything once, then fork a stage per request until the parent goes."""
     import importlib
+
+    global SHIM_PYTHON
+    SHIM_PYTHON = os.path.join(os.path.dirname(sock_path), "bin", "python")
 
     parent = os.getppid()
     for name in PRELOAD:
@@ -288,15 +356,22 @@ def serve(sock_path: str) -> None:
             continue
         differs = sorted(k for k in _import_time_env(req["env"]).keys() | mine.keys()
                          if req["env"].get(k) != mine.get(k))
-        known = os.path.dirname(req["argv"][0]) == SCRIPTS if req.get("script") else req["argv"][0] in MODULES
-        if differs or not known or len(fds) != 3:
+        if req.get("spawn"):
+            known = len(fds) == len(req.get("fds", ())) and {0, 1, 2} <= set(req["fds"])
+        else:
+            known = (os.path.dirname(req["argv"][0]) == SCRIPTS if req.get("script")
+                     else req["argv"][0] in MODULES) and len(fds) == 3
+        if differs or not known:
             print("real:", req["cwd"], *req["argv"][:3], "(differs:", *differs, ")", flush=True)
             conn.sendall(b"real\n")
             conn.close()
             for fd in fds:
                 os.close(fd)
             continue
-        print("fork:", req["cwd"], *req["argv"][:3], flush=True)
+        if req.get("spawn"):
+            print("spawn:", req["cwd"], req["ppid"], flush=True)
+        else:
+            print("fork:", req["cwd"], *req["argv"][:3], flush=True)
         if os.fork() == 0:
             _watch(conn, listener, req, fds)
         conn.close()
