@@ -230,7 +230,8 @@ def _shared_workers():
 
 @pytest.fixture(autouse=True)
 def _kept_workers(request, _shared_workers, _warm_stages):
-    """Each test of :data:`_OWN_WORKERS` starts without the shared set, as a stage does,..."""
+    """Each test of :data:`_OWN_WORKERS` starts without the shared set, as a stage does,
+    and spawns its workers as new interpreters (below)."""
     import multiprocessing.spawn
 
     from zeroloop.pipeline.runtime import workers

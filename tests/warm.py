@@ -22,6 +22,13 @@ interpreter beside it would import the same on the same two cores.
 
 The server's forks are process-group leaders: when a client dies (SIGKILL,
 a test's timeout) the server's watcher kills the stage's whole group.
+
+A process pool's spawned worker (multiprocessing's ``python -c "from
+multiprocessing.spawn import spawn_main; ..."``) is a fork too: the forks and
+the test processes spawn through the shim, which sends every descriptor it
+inherited with its number; the fork puts each back at that number and runs
+the same program. It answers ``os.getppid()`` with the spawning process's pid
+and is killed when that process ends, as a spawned child would see and be.
 """
 
 from __future__ import annotations
@@ -287,21 +294,24 @@ def _watch(conn: socket.socket, listener: socket.socket, req: dict, fds: list[in
             waits, poll = [os.pidfd_open(pid)], None  # readable when the stage ends (Linux 5.3)
         except (AttributeError, OSError):
             waits, poll = [], 0.05
-        parent = None
-        if req.get("spawn"):  # as the product's workers die with their parent (PR_SET_PDEATHSIG)
+        spawner = None  # a spawned worker dies with the process that spawned it (PR_SET_PDEATHSIG)
+        if req.get("spawn"):
             try:
-                parent = os.pidfd_open(req["ppid"])
+                spawner = os.pidfd_open(req["ppid"])
+                waits.append(spawner)
             except (AttributeError, OSError):
                 poll = 0.05
         while True:
-            ready, _, _ = select.select([*waits, conn, *([parent] if parent is not None else [])], [], [],
-                                        poll)
+            ready, _, _ = select.select([*waits, conn], [], [], poll)
             done, status = os.waitpid(pid, os.WNOHANG)
             if done:
                 conn.sendall(f"{status}\n".encode())
                 break
-            gone = parent in ready if parent is not None else req.get("spawn") and not _alive(req["ppid"])
-            if gone or conn in ready and not conn.recv(64):  # the client or the spawning process is gone
+            if spawner is not None:
+                orphaned = spawner in ready
+            else:
+                orphaned = bool(req.get("spawn")) and not _alive(req["ppid"])
+            if orphaned or conn in ready and not conn.recv(64):  # the client (or the spawner) is gone
                 try:
                     os.killpg(pid, signal.SIGKILL)
                 except ProcessLookupError:
@@ -418,9 +428,8 @@ class WarmServer:
         if self.proc is not None:
             return self.proc.poll() is None
         try:
-            with open(f"/proc/{int(Path(self.sock + '.pid').read_text())}/stat") as f:
-                return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-        except (OSError, ValueError, IndexError):
+            return _alive(int(Path(self.sock + ".pid").read_text()))
+        except (OSError, ValueError):
             return False
 
     def ready(self, timeout: float = 120) -> bool:
