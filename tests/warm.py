@@ -194,10 +194,6 @@ def _alive(pid: int) -> bool:
         return False
 
 
-#: the shim that stands for ``python`` (set by :func:`serve`): a fork's own pools spawn through it
-SHIM_PYTHON = ""
-
-
 def _recv_request(conn: socket.socket) -> tuple[dict, list[int]]:
     fds = array.array("i")
     head, ancdata, _flags, _addr = conn.recvmsg(1 << 16, socket.CMSG_LEN(MAX_FDS * fds.itemsize))
@@ -237,11 +233,8 @@ def _run_stage(req: dict, fds: list[int]) -> None:
         os.environ.update(req["env"])
         sys.argv = list(req["argv"])
         sys.path[0] = req["path0"]
-        import multiprocessing.spawn
         import runpy
 
-        # this process's own pools spawn their workers through the shim: forks of the server too
-        multiprocessing.spawn.set_executable(SHIM_PYTHON)
         code = 0
         try:
             if spawn:
@@ -325,13 +318,13 @@ def _watch(conn: socket.socket, listener: socket.socket, req: dict, fds: list[in
 def serve(sock_path: str) -> None:
     """Import everything once, then fork a stage per request until the parent goes."""
     import importlib
-
-    global SHIM_PYTHON
-    SHIM_PYTHON = os.path.join(os.path.dirname(sock_path), "bin", "python")
+    import multiprocessing.spawn
 
     parent = os.getppid()
     for name in PRELOAD:
         importlib.import_module(name)
+    # the forks' own pools spawn their workers through the shim: forks of this server too
+    multiprocessing.spawn.set_executable(os.path.join(os.path.dirname(sock_path), "bin", "python"))
     # numba's CPU target loads its typing and lowering registries (about 70 modules) on a process's
     # first jitted call, a cached kernel's too: 0.45 CPU-s a fork on an Intel, loaded here once
     from numba.core.registry import cpu_target
