@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("zeroloop_install", ROOT / "deploy" / "install.py")
-install = importlib.util.module_from_spec(_spec)
+install = sys.modules["zeroloop_install"] = importlib.util.module_from_spec(_spec)  # its pool pickles by name
 _spec.loader.exec_module(install)
 
 
@@ -69,3 +69,22 @@ def test_the_install_compiles_zeroloops_own_source(tmp_path):
     assert f"matches {pkg / 'mod.py'}" in out.stderr, out.stderr[-2000:]
     (pkg / "bad.py").write_text("def (:\n")
     assert not install.compile_source(tmp_path)
+
+
+def test_the_install_compiles_the_packages_but_not_their_test_folders(tmp_path):
+    """`make setup` compiles the installed packages itself, each core's process its share (uv's
+    compiling took 74 s of an 85-second install on a Zen 3), leaving out the packages' own
+    test folders; a file that does not compile (a newer Python's syntax) stops nothing."""
+    files = {"pkg/__init__.py": "", "pkg/mod.py": "X = 1\n", "pkg/sub/deep.py": "Y = 2\n",
+             "pkg/newer.py": "def f[T](a): pass\n", "pkg/tests/test_mod.py": "Z = 3\n",
+             "pkg/sub/test/helper.py": "W = 4\n"}
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = install.package_files([str(tmp_path)])
+    assert sorted(Path(f).relative_to(tmp_path).as_posix() for f in found) == [
+        "pkg/__init__.py", "pkg/mod.py", "pkg/newer.py", "pkg/sub/deep.py"]
+    install.compile_packages(found, processes=2)
+    cached = {name: Path(importlib.util.cache_from_source(str(tmp_path / name))) for name in files}
+    compiled = {name for name, pyc in cached.items() if pyc.exists()}
+    assert compiled == {"pkg/__init__.py", "pkg/mod.py", "pkg/sub/deep.py"}
