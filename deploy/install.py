@@ -20,8 +20,9 @@ took 74 s of a Zen 3's 85-second install (150 CPU-s, as much as compileall's
 own ``workers``, which hand their pool one file at a time) and compiled the
 packages' own test folders too. Here each core's process compiles a share of
 the files in one go, and folders named ``tests`` or ``test`` (a fifth of the
-bytes; nothing outside them imports them) are left out: 47 s, 91 CPU-s. A module edited later, or one left
-out, is compiled in memory as before: Python checks each file's stamp.
+bytes; nothing outside them imports them) are left out: 47 s, 91 CPU-s. A
+module edited later, or one left out, is compiled in memory as before: Python
+checks each file's stamp.
 """
 
 from __future__ import annotations
@@ -114,7 +115,8 @@ def compile_packages(files: list[str] | None = None, processes: int | None = Non
     from concurrent.futures import ProcessPoolExecutor
 
     files = package_files() if files is None else files
-    processes = processes or len(os.sched_getaffinity(0))
+    if not processes:
+        processes = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     # round-robin over the files by size, largest first: even shares
     files = sorted(files, key=lambda f: -os.path.getsize(f))
     shares = [files[i::processes * 4] for i in range(processes * 4)]
