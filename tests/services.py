@@ -9,6 +9,7 @@ and the tests skip with that one line.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -182,6 +183,94 @@ def clean_env(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env.update(RAY_USAGE_STATS_ENABLED="0", PATH=venv_path(), **extra)
     return env
+
+
+#: Ray 2.60's `ray start` turns token authentication on; every process that joins needs the token.
+RAY_TOKEN = os.urandom(32).hex()
+#: The head finds a dead node within ~2 s (Ray's defaults: 3 s x 5 failed health checks)
+FAST_HEALTH_CHECKS = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "500",
+                      "RAY_health_check_failure_threshold": "3"}
+
+
+def ray_env(**extra: str) -> dict:
+    """:func:`clean_env` with the token of :class:`RayNodes`' cluster."""
+    return clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=RAY_TOKEN, **extra)
+
+
+class RayNodes:
+    """A real multi-node Ray cluster on 127.0.0.1 (`ray start --head`, then
+    `ray start --address` twice, token auth on): a head with no CPU for tasks
+    and two worker nodes with one CPU each, so every task runs on a worker
+    node and two at once means one on each. One for a test process (each
+    `ray start --head` is about 8 CPU-s on a Zen 3): the tests that kill a
+    worker node or the whole cluster run last, and :meth:`ensure` starts it
+    afresh for a test that finds the nodes it needs dead. The nodes share the
+    temp dir (short: Ray's socket paths have a length limit), each its own
+    sockets."""
+
+    SOCKETS = ("raylet", "raylet.1", "raylet.2")  # the head's, then the worker nodes' in their order
+
+    def __init__(self) -> None:
+        self.temp: str | None = None
+        self.address = ""
+
+    def _ray(self, *args: str) -> None:
+        out = subprocess.run([str(BIN / "ray"), *args], env=ray_env(**FAST_HEALTH_CHECKS),
+                             capture_output=True, text=True, timeout=180)
+        assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+
+    def socket(self, node: int) -> str:
+        """The raylet socket of node ``node`` (0 the head, 1 and 2 the worker nodes)."""
+        return str((Path(self.temp) / "session_latest").resolve() / "sockets" / self.SOCKETS[node])
+
+    def alive(self) -> list[int]:
+        """The nodes (0 the head, 1 and 2 the worker nodes) whose raylet is running."""
+        if self.temp is None:
+            return []
+        import psutil
+
+        sockets = {self.socket(n): n for n in range(3)}
+        running = set()
+        for proc in ray_processes(self.temp):
+            try:
+                if proc.name() != "raylet":  # its agents name its socket too
+                    continue
+                cmd = proc.cmdline()
+            except psutil.NoSuchProcess:
+                continue
+            named = (arg.partition("=")[2] for arg in cmd if arg.startswith("--raylet_socket_name="))
+            running |= {sockets.get(name) for name in named}
+        return sorted(n for n in running if n is not None)
+
+    def ensure(self, workers: int = 2) -> tuple[str, str]:
+        """(address, temp dir) of a cluster whose head and at least ``workers``
+        worker nodes are running: this one, or a new one."""
+        alive = self.alive()
+        if 0 in alive and len(alive) > workers:
+            return self.address, self.temp
+        self.close()
+        self.temp = tempfile.mkdtemp(prefix="zn", dir="/tmp")
+        port = free_port()
+        self.address = f"127.0.0.1:{port}"
+        common = ["--node-ip-address=127.0.0.1", f"--temp-dir={self.temp}", "--object-store-memory=100000000",
+                  "--disable-usage-stats"]
+        self._ray("start", "--head", f"--port={port}", "--num-cpus=0", "--include-dashboard=false", *common)
+        for _ in range(2):
+            self._ray("start", f"--address={self.address}", "--num-cpus=1", *common)
+        ask = ("import json, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
+               "print(json.dumps(sorted(n['Resources'].get('CPU', 0) for n in ray.nodes() if n['Alive'])))")
+        out = subprocess.run([sys.executable, "-c", ask % self.address], env=ray_env(), capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stderr[-2000:]
+        # two tasks at once can only run one on each worker node
+        assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, 1, 1]
+        return self.address, self.temp
+
+    def close(self) -> None:
+        if self.temp is not None:
+            kill_all(ray_processes(self.temp))  # not `ray stop`: it would stop another test's cluster too
+            shutil.rmtree(self.temp, ignore_errors=True)
+            self.temp = None
 
 
 #: ``MLFLOW_SERVER_ENABLE_JOB_EXECUTION`` for the test servers: MLflow 3's job runner (GenAI judges and

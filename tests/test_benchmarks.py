@@ -42,10 +42,6 @@ SMOKE = {
     "precision_match.py": (
         ["--games", "2", "--sims", "2", "--workers", "1"],
         ["machine: network int8", "int8 against fp32: score", "pairs scoring 0, 1/4, 1/2, 3/4, 1"]),
-    "ray_throughput.py": (
-        ["--workers", "1", "--games", "2", "--sims", "4", "--shard-games", "1", "--in-flight", "2",
-         "--model", "random", "--rounds", "1"],
-        ["local processes", "ray tasks", "ratio ray / local", "same games on both backends: yes"]),
     "rollout_uct.py": (
         ["--games", "2", "--playouts", "20", "--sims", "4"],
         ["generic playouts", "fast playouts", "speed-up of the match", "same games both ways: yes"]),
@@ -77,13 +73,17 @@ SMOKE = {
 
 #: modules the scripts import, each with its own test module
 SHARED = {"isa_emulation.py": "test_isa_emulation.py"}
+#: scripts whose smoke run joins a module's cluster or server, in that module
+ELSEWHERE = {"ray_throughput.py": "test_cluster.py"}
 #: scripts whose run needs more than arguments, each with its own test here
 OWN = {"suite_cpu.py": "test_suite_cpu_charges_a_commands_processes_to_its_tests"}
 
 
 def test_every_benchmark_has_a_smoke_test():
-    assert sorted(p.name for p in BENCHMARKS.glob("*.py")) == sorted([*SMOKE, *SHARED, *OWN])
+    assert sorted(p.name for p in BENCHMARKS.glob("*.py")) == sorted([*SMOKE, *SHARED, *OWN, *ELSEWHERE])
     assert all((Path(__file__).parent / test).is_file() for test in SHARED.values())
+    assert all(f'BENCHMARKS / "{script}"' in (Path(__file__).parent / test).read_text()
+               for script, test in ELSEWHERE.items())
     assert all(callable(globals().get(test)) for test in OWN.values())
     assert sorted(p.name for p in BENCHMARKS.glob("*.sh")) == ["gpu_check.sh", "gpu_wheels.sh"]
 

@@ -1,20 +1,18 @@
-"""A real multi-node Ray cluster on one machine: a head with no CPU for tasks
-and two worker nodes with one CPU each (`ray start --head` then `ray start
---address` twice, token auth on), so every task runs on a worker node and
-two at once means one on each. Self-play across it gives the local backend's
-bytes even when a whole worker node is killed mid-stage; a head node dying
-ends the stage in one line, and a rerun resumes."""
+"""A real multi-node Ray cluster on one machine (services.RayNodes, which
+test_cluster's tests used first): a head with no CPU for tasks and two worker
+nodes with one CPU each, so every task runs on a worker node and two at once
+means one on each. Self-play across it gives the local backend's bytes even
+when a whole worker node is killed mid-stage; the head node dying ends the
+stage in one line, and a rerun resumes. The second kills the cluster: it
+runs last."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
-import secrets
 import shutil
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -23,10 +21,8 @@ import psutil
 import pytest
 import yaml
 
-from services import BIN, STAGES, clean_env, free_port, kill_all, ray_processes
+from services import STAGES, kill_all, ray_env, ray_processes
 from zeroloop.pipeline.params import parse_params
-
-TOKEN = secrets.token_hex(32)
 
 TINY = {
     "game": "connect4", "seed": 11,  # long enough games that a node dies while they are played
@@ -39,67 +35,15 @@ TINY = {
 }
 
 
-def ray_env(**extra: str) -> dict:
-    return clean_env(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=TOKEN, **extra)
-
-
-#: The head finds a dead node within ~2 s (Ray's defaults: 3 s x 5 failed health checks)
-FAST_HEALTH_CHECKS = {"RAY_health_check_period_ms": "500", "RAY_health_check_timeout_ms": "500",
-                      "RAY_health_check_failure_threshold": "3"}
-
-
-def ray(*args: str) -> None:
-    out = subprocess.run([str(BIN / "ray"), *args], env=ray_env(**FAST_HEALTH_CHECKS), capture_output=True,
-                         text=True, timeout=180)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    """Head (0 CPUs) + two worker nodes (1 CPU each) on 127.0.0.1; yields
-    (address, temp dir). The nodes share the temp dir, each its own sockets."""
-    temp = tempfile.mkdtemp(prefix="zn", dir="/tmp")  # short: Ray's socket paths have a length limit
-    port = free_port()
-    common = ["--node-ip-address=127.0.0.1", f"--temp-dir={temp}", "--object-store-memory=100000000",
-              "--disable-usage-stats"]
-    try:
-        ray("start", "--head", f"--port={port}", "--num-cpus=0", "--include-dashboard=false", *common)
-        for _ in range(2):
-            ray("start", f"--address=127.0.0.1:{port}", "--num-cpus=1", *common)
-        ask = ("import json, ray; ray.init(address=%r, logging_level='ERROR', log_to_driver=False); "
-               "print(json.dumps(sorted(n['Resources'].get('CPU', 0) for n in ray.nodes() if n['Alive'])))")
-        out = subprocess.run([sys.executable, "-c", ask % f"127.0.0.1:{port}"], env=ray_env(),
-                             capture_output=True, text=True, timeout=120)
-        assert out.returncode == 0, out.stderr[-2000:]
-        # two tasks at once can only run one on each worker node
-        assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, 1, 1]
-        yield f"127.0.0.1:{port}", temp
-    finally:
-        kill_all(ray_processes(temp))
-        shutil.rmtree(temp, ignore_errors=True)
-
-
-def _second_node(temp: str) -> list[psutil.Process]:
-    """The second worker node's raylet (socket `raylet.2`), the processes it
-    started, and the task workers bound to it."""
-    name = str((Path(temp) / "session_latest").resolve() / "sockets" / "raylet.2")
-    found = []
+def _kill_worker_node(socket: str) -> None:
+    """Kill the worker node whose raylet has ``socket``, the processes it
+    started and the task workers bound to it."""
+    victims = []
     for p in psutil.process_iter(["cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if any(arg.endswith("=" + name) or arg == name for arg in cmd):
-            found.append(p)
-            found += p.children(recursive=True)
-    return found
-
-
-def _kill_worker_node(temp: str) -> None:
-    victims = _second_node(temp)
-    assert victims, "no process of the second worker node"
-    for p in victims:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
+        if any(arg.endswith("=" + socket) or arg == socket for arg in p.info["cmdline"] or []):
+            victims += [p, *p.children(recursive=True)]
+    assert victims, f"no process of the worker node at {socket}"
+    kill_all(victims)
 
 
 def write_params(root: Path, runtime: dict) -> None:
@@ -157,8 +101,9 @@ class Selfplay:
 
 
 @pytest.mark.slow
-def test_a_worker_node_killed_mid_stage_costs_nothing_but_time(tmp_path, cluster, local_shards, mlflow_db):
-    address, temp = cluster
+def test_a_worker_node_killed_mid_stage_costs_nothing_but_time(tmp_path, ray_nodes_cluster, local_shards,
+                                                                mlflow_db):
+    address, _ = ray_nodes_cluster.ensure()
     write_params(tmp_path, {"backend": "ray", "ray_address": address})
     env = ray_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}")
     run(tmp_path, env, "init")
@@ -166,7 +111,7 @@ def test_a_worker_node_killed_mid_stage_costs_nothing_but_time(tmp_path, cluster
     # a shard is back: both worker nodes are mid-task (8 shards each; with 4, a node on a busy
     # CPU once finished its task before the kill)
     stage.wait_for_shards(1)
-    _kill_worker_node(temp)
+    _kill_worker_node(ray_nodes_cluster.socket(2))
     err = stage.finish(timeout=600)
     assert stage.proc.returncode == 0, err[-3000:]
     assert "Traceback" not in err
@@ -180,37 +125,30 @@ def test_a_worker_node_killed_mid_stage_costs_nothing_but_time(tmp_path, cluster
 
 
 @pytest.mark.slow
-def test_the_head_node_dying_ends_the_stage_in_one_line_and_a_rerun_resumes(tmp_path, local_shards,
-                                                                             mlflow_db):
-    """A cluster of one node (its head, one CPU) dies mid-stage: the stage
-    stops within ``ray_connect_timeout_s`` with one line naming the head, the
-    shards that came back are on disk, and a rerun plays only the rest."""
-    temp = tempfile.mkdtemp(prefix="zh", dir="/tmp")
-    port = free_port()
-    try:
-        ray("start", "--head", f"--port={port}", "--num-cpus=1", "--include-dashboard=false",
-            "--node-ip-address=127.0.0.1", f"--temp-dir={temp}", "--object-store-memory=100000000",
-            "--disable-usage-stats")
-        write_params(tmp_path, {"backend": "ray", "ray_address": f"127.0.0.1:{port}",
-                                "ray_connect_timeout_s": 5})
-        env = ray_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}")
-        run(tmp_path, env, "init")
-        stage = Selfplay(tmp_path, env)
-        stage.wait_for_shards(2)
-        kill_all(ray_processes(temp))
-        killed = time.time()
-        err = stage.finish(timeout=120)
-        assert stage.proc.returncode == 2, err[-3000:]
-        assert time.time() - killed < 60, err[-3000:]  # Ray's own wait alone is 60 s
-        assert "Traceback" not in err
-        said = [ln for ln in err.splitlines() if "error:" in ln]
-        assert len(said) == 1, err[-3000:]
-        assert f"Ray head node at 127.0.0.1:{port} stopped answering" in said[0]
-        scratch = {p.name for p in tmp_path.rglob("shard_*.zls")}
-        assert 2 <= len(scratch) < len(local_shards), err[-3000:]
-    finally:
-        kill_all(ray_processes(temp))
-        shutil.rmtree(temp, ignore_errors=True)
+def test_the_head_node_dying_ends_the_stage_in_one_line_and_a_rerun_resumes(tmp_path, ray_nodes_cluster,
+                                                                             local_shards, mlflow_db):
+    """The whole cluster, its head included, dies mid-stage: the stage stops
+    within ``ray_connect_timeout_s`` with one line naming the head, the shards
+    that came back are on disk, and a rerun plays only the rest. (The cluster
+    is gone after: a later test that wants one gets a new one.) One worker
+    node will do: the test before killed the other."""
+    address, temp = ray_nodes_cluster.ensure(workers=1)
+    write_params(tmp_path, {"backend": "ray", "ray_address": address, "ray_connect_timeout_s": 5})
+    env = ray_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}")
+    run(tmp_path, env, "init")
+    stage = Selfplay(tmp_path, env)
+    stage.wait_for_shards(2)
+    kill_all(ray_processes(temp))
+    killed = time.time()
+    err = stage.finish(timeout=120)
+    assert stage.proc.returncode == 2, err[-3000:]
+    assert time.time() - killed < 60, err[-3000:]  # Ray's own wait alone is 60 s
+    assert "Traceback" not in err
+    said = [ln for ln in err.splitlines() if "error:" in ln]
+    assert len(said) == 1, err[-3000:]
+    assert f"Ray head node at {address} stopped answering" in said[0]
+    scratch = {p.name for p in tmp_path.rglob("shard_*.zls")}
+    assert 2 <= len(scratch) < len(local_shards), err[-3000:]
 
     # the rerun (here on the local backend: shards do not depend on it) plays only the rest
     write_params(tmp_path, {"backend": "local", "workers": 1})
