@@ -11,8 +11,8 @@ import pytest
 #: Modules whose module-scoped fixture starts a cluster or a server, or runs
 #: stages that several tests then read: their tests stay in one pytest-xdist
 #: worker (``--dist loadgroup``), which does that once.
-#: The two that use Ray share one worker and its cluster (``ray_nodes``): two clusters at
-#: once on two cores starve each other's health checks, and each start is 8 CPU-s.
+#: The two that start Ray clusters and kill their nodes share one worker: two
+#: clusters at once on two cores starve each other's health checks.
 #: test_isa_emulation's patched library copy is 17-21 CPU-s of disassembly: built once.
 _ONE_WORKER = {"test_cluster": "ray", "test_ray_nodes": "ray", "test_team_servers": "team_servers",
                "test_server_limits": "server_limits", "test_tracking": "tracking",
@@ -181,24 +181,6 @@ def _warm_stages():
     multiprocessing.spawn.set_executable(spawn_with)
     services.PYTHON[:], services.STAGES[:], services.ZEROLOOP[:] = cold
     services.WARM_BIN.clear()
-
-
-@pytest.fixture(scope="session")
-def ray_nodes_cluster():
-    """The test process's Ray cluster, a head and two one-CPU worker nodes
-    (services.RayNodes), started when a test first asks for it."""
-    from services import RayNodes
-
-    nodes = RayNodes()
-    yield nodes
-    nodes.close()
-
-
-@pytest.fixture
-def ray_nodes(ray_nodes_cluster) -> tuple[str, str]:
-    """(address, temp dir) of the test process's Ray cluster with both worker
-    nodes up: started again if an earlier test killed one."""
-    return ray_nodes_cluster.ensure()
 
 
 #: modules whose subject is the worker processes themselves: their pools start and end as a stage's do

@@ -201,9 +201,9 @@ class RayNodes:
     """A real multi-node Ray cluster on 127.0.0.1 (`ray start --head`, then
     `ray start --address` twice, token auth on): a head with no CPU for tasks
     and two worker nodes with one CPU each, so every task runs on a worker
-    node and two at once means one on each. One for a test process (each
-    `ray start --head` is about 8 CPU-s on a Zen 3): the tests that kill a
-    worker node or the whole cluster run last, and :meth:`ensure` starts it
+    node and two at once means one on each. test_ray_nodes' tests share one:
+    the first kills a worker node, the last what is left, head and all (each
+    `ray start --head` is about 8 CPU-s on a Zen 3); :meth:`ensure` starts it
     afresh for a test that finds the nodes it needs dead. The nodes share the
     temp dir (short: Ray's socket paths have a length limit), each its own
     sockets."""

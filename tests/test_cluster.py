@@ -1,7 +1,6 @@
-"""Beyond one machine, with the real tools on localhost: a Ray cluster of a
-head and two worker nodes on 127.0.0.1 (services.RayNodes, joined by
-address), an MLflow tracking server with a database and proxied artifacts,
-and a DVC remote."""
+"""Beyond one machine, with the real tools on localhost: a Ray cluster started
+with `ray start --head` on 127.0.0.1 and joined by address, an MLflow tracking
+server with a database and proxied artifacts, and a DVC remote."""
 
 import hashlib
 import json
@@ -9,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -16,7 +16,7 @@ import psutil
 import pytest
 import yaml
 
-from services import PYTHON, STAGES, ZEROLOOP, MlflowServer, ray_env, ray_processes
+from services import PYTHON, STAGES, ZEROLOOP, MlflowServer, free_port, kill_all, ray_env, ray_processes
 from zeroloop.pipeline.params import parse_params
 
 BIN = Path(sys.executable).parent
@@ -37,10 +37,30 @@ TINY = {
 clean_env = ray_env
 
 
-@pytest.fixture
-def ray_head(ray_nodes):
-    """The test process's cluster's address (two worker nodes, one CPU each)."""
-    return ray_nodes[0]
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """A real one-node Ray cluster on 127.0.0.1 with 2 CPUs: (address, temp dir).
+    One node rather than test_ray_nodes' head and two worker nodes: three
+    raylets cost these tests about a tenth more (session 59)."""
+    port = free_port()
+    temp = tempfile.mkdtemp(prefix="zr", dir="/tmp")  # short: Ray's socket paths have a length limit
+    start = subprocess.run([str(BIN / "ray"), "start", "--head", "--node-ip-address=127.0.0.1",
+                            f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
+                            "--disable-usage-stats", f"--temp-dir={temp}",
+                            "--object-store-memory=200000000"],
+                           env=clean_env(), capture_output=True, text=True, timeout=180)
+    assert start.returncode == 0, start.stdout[-2000:] + start.stderr[-2000:]
+    try:
+        yield f"127.0.0.1:{port}", temp
+    finally:
+        kill_all(ray_processes(temp))  # not `ray stop`: it would stop another test's cluster too
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def ray_head(ray_cluster):
+    """The one-node cluster's address."""
+    return ray_cluster[0]
 
 
 def write_params(root: Path, data: dict) -> None:
@@ -98,9 +118,9 @@ def _ray_task_workers(temp: str) -> list[psutil.Process]:
 
 
 @pytest.mark.slow
-def test_a_ray_worker_killed_mid_selfplay_is_retried_and_the_shards_are_unchanged(tmp_path, ray_nodes,
+def test_a_ray_worker_killed_mid_selfplay_is_retried_and_the_shards_are_unchanged(tmp_path, ray_cluster,
                                                                                   mlflow_db):
-    ray_head, temp = ray_nodes
+    ray_head, temp = ray_cluster
     data = {"game": "connect4", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
             "mcts": {"simulations": 24}, "selfplay": {"games": 60, "shard_games": 10},
             "generations": {"1": {"prev": 0}}}

@@ -1,10 +1,9 @@
-"""A real multi-node Ray cluster on one machine (services.RayNodes, which
-test_cluster's tests used first): a head with no CPU for tasks and two worker
-nodes with one CPU each, so every task runs on a worker node and two at once
-means one on each. Self-play across it gives the local backend's bytes even
-when a whole worker node is killed mid-stage; the head node dying ends the
-stage in one line, and a rerun resumes. The second kills the cluster: it
-runs last."""
+"""A real multi-node Ray cluster on one machine (services.RayNodes): a head
+with no CPU for tasks and two worker nodes with one CPU each, so every task
+runs on a worker node and two at once means one on each. Self-play across it
+gives the local backend's bytes even when a whole worker node is killed
+mid-stage; the head node dying ends the stage in one line, and a rerun
+resumes. The second kills what is left of the cluster: it runs last."""
 
 from __future__ import annotations
 
@@ -21,7 +20,7 @@ import psutil
 import pytest
 import yaml
 
-from services import STAGES, kill_all, ray_env, ray_processes
+from services import STAGES, RayNodes, kill_all, ray_env, ray_processes
 from zeroloop.pipeline.params import parse_params
 
 TINY = {
@@ -33,6 +32,14 @@ TINY = {
     "gate": {"games": 8, "simulations": 8, "opening_plies": 1},
     "generations": {"1": {"prev": 0}},
 }
+
+
+@pytest.fixture(scope="module")
+def ray_nodes_cluster():
+    """The module's cluster (services.RayNodes), started when a test first asks for it."""
+    nodes = RayNodes()
+    yield nodes
+    nodes.close()
 
 
 def _kill_worker_node(socket: str) -> None:

@@ -569,7 +569,8 @@ def test_trial_runs_ride_out_a_tracking_server_that_is_down_and_a_resumed_study_
         tmp_path, mlflow_db, monkeypatch, capsys):
     """The store refuses a trial's run while the trial plays: the trial goes on, its run is sent once the
     store is back. A trial whose process went away before that gets its run from Optuna's record when
-    the study resumes, once."""
+    the study resumes, once. The server is down once, for all of it (each restart is seconds of CPU):
+    trials 0 and 1 run in this process, 2 and 3 in another job's, which ends while it is down."""
     import optuna
     from mlflow.tracking import MlflowClient
     from optuna.distributions import FloatDistribution
@@ -586,38 +587,32 @@ def test_trial_runs_ride_out_a_tracking_server_that_is_down_and_a_resumed_study_
         study = optuna.create_study(study_name="s", storage=storage, direction="maximize")
         space = {"c_puct": FloatDistribution(0.5, 4.0)}
         tracker = StudyTracker.open(Params(), "s", storage, {})
-
-        t0 = study.ask(space)
+        other = StudyTracker.open(Params(), "s", storage, {})  # the other job's process
+        assert other.parent_id == tracker.parent_id
+        t0, t1, t2, t3 = (study.ask(space) for _ in range(4))
         run0 = tracker.trial_run(t0.number, t0.params)  # created; then the server goes down
+        run3 = other.trial_run(t3.number, t3.params)
         server.stop()
         run0.log({"score": 0.25}, 0)
-        t1 = study.ask(space)
         run1 = tracker.trial_run(t1.number, t1.params)  # refused from the start
         run1.log({"score": 0.5}, 0)
         run1.end("COMPLETE")
         study.tell(t1, 0.5)
         assert run1.failure and tracker.unsent == [run1]
         assert "trial 1's run is kept" in capsys.readouterr().err
+        # trial 2 starts and ends while the server is down, trial 3 ends then: their process is gone
+        # before the server is back
+        run2 = other.trial_run(t2.number, t2.params)
+        run2.end("COMPLETE")
+        study.tell(t2, 0.125)
+        run3.end("FAILED", error="ValueError: no")
+        study.tell(t3, state=optuna.trial.TrialState.FAIL)
+        assert other.unsent == [run2, run3]
         server.start()
         run0.log({"score": 0.75}, 1)
         run0.end("PRUNED")
         study.tell(t0, state=optuna.trial.TrialState.PRUNED)
         assert tracker.flush() == []
-
-        # trial 2 starts and ends while the server is down, trial 3 ends then: their process is gone
-        # before the server is back
-        server.stop()
-        t2 = study.ask(space)
-        tracker.trial_run(t2.number, t2.params).end("COMPLETE")
-        study.tell(t2, 0.125)
-        server.start()
-        t3 = study.ask(space)
-        run3 = tracker.trial_run(t3.number, t3.params)
-        server.stop()
-        run3.end("FAILED", error="ValueError: no")
-        study.tell(t3, state=optuna.trial.TrialState.FAIL)
-        server.start()
-        assert tracker.unsent == [tracker.unsent[0], run3]
         capsys.readouterr()
 
         said = []
