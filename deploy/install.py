@@ -8,7 +8,9 @@ configuration, so the settings that decide *which* files are installed are
 carried over from ``pip config list`` (the environment's ``PIP_*`` variables
 included): find-links, constraints, the index and extra indexes, no-index,
 and the certificate bundle. Where uv cannot be installed or fails, the same
-install runs with pip, as before, after one line saying why.
+install runs with pip, as before, after one line saying why. `make setup`
+makes the venv without pip (ensurepip took 8 s on a Zen 3): uv is installed
+into it by the base interpreter's pip (``--prefix``), and pip by uv.
 
 Either way it then compiles the installed packages and zeroloop's own source
 (``src/``, installed editable, which installers leave out) to bytecode: where
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import compileall
+import importlib.util
 import os
 import subprocess
 import sys
@@ -45,10 +48,25 @@ ROOT = Path(__file__).resolve().parents[1]
 _LISTS = {"find-links": "--find-links", "constraint": "--constraint", "extra-index-url": "--extra-index-url"}
 
 
-def pip_settings() -> dict[str, str]:
+def pip_command() -> list[str]:
+    """A pip for this venv: its own, else the base interpreter's (a venv made
+    ``--without-pip``, as `make setup` makes it: ensurepip took 8 of a Zen 3's
+    8.2 s there), else its own after ``ensurepip``."""
+    if importlib.util.find_spec("pip") is not None:
+        return [sys.executable, "-m", "pip"]
+    base = getattr(sys, "_base_executable", None)
+    if base and base != sys.executable and subprocess.run([base, "-m", "pip", "--version"],
+                                                          capture_output=True).returncode == 0:
+        return [base, "-m", "pip"]
+    subprocess.run([sys.executable, "-m", "ensurepip", "--default-pip"], capture_output=True, check=True)
+    return [sys.executable, "-m", "pip"]
+
+
+def pip_settings(pip: list[str] | None = None) -> dict[str, str]:
     """pip's configuration as ``pip config list`` prints it, the environment's
     ``PIP_*`` variables over the files' (``:env:`` keys)."""
-    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True)
+    pip = pip or [sys.executable, "-m", "pip"]
+    out = subprocess.run([*pip, "config", "list"], capture_output=True, text=True)
     files: dict[str, str] = {}
     env: dict[str, str] = {}
     for line in out.stdout.splitlines():
@@ -222,19 +240,26 @@ def main(argv: list[str]) -> int:
 def _install(argv: list[str]) -> int:
     extras = argv[0] if argv else ""
     target = f"{ROOT}[{extras}]" if extras else str(ROOT)
-    pip = [sys.executable, "-m", "pip", "install", "--quiet"]
+    pip = pip_command()
+    # into this venv whichever interpreter's pip it is (scripts in its bin/)
+    into = [] if pip[0] == sys.executable else ["--prefix", sys.prefix]
+    quiet = ["--quiet", "--disable-pip-version-check", "--root-user-action=ignore"]
     why = None
-    if subprocess.run([*pip, "uv"]).returncode != 0:
+    if subprocess.run([*pip, "install", *quiet, *into, "uv"]).returncode != 0:
         why = "uv could not be installed"
     else:
-        options, env = uv_options(pip_settings())
+        options, env = uv_options(pip_settings(pip))
         uv = Path(sys.executable).with_name("uv")
-        cmd = [str(uv), "pip", "install", "--quiet", "--python", sys.executable, *options, "-e", target]
+        # pip too: the docs' `.venv/bin/pip install ...` (a venv made without it has none)
+        cmd = [str(uv), "pip", "install", "--quiet", "--python", sys.executable, *options, "-e", target,
+               "pip"]
         if subprocess.run(cmd, env={**os.environ, **env}).returncode == 0:
             return 0
         why = "uv's install failed (above)"
     print(f"deploy/install.py: {why}; installing with pip instead (slower)", file=sys.stderr, flush=True)
-    return subprocess.run([*pip, "-e", target]).returncode
+    if importlib.util.find_spec("pip") is None:
+        subprocess.run([sys.executable, "-m", "ensurepip", "--default-pip"], capture_output=True)
+    return subprocess.run([sys.executable, "-m", "pip", "install", *quiet, "-e", target]).returncode
 
 
 if __name__ == "__main__":

@@ -48,6 +48,8 @@ def test_the_installed_venv_is_the_one_this_suite_runs_in():
     from importlib.metadata import version
 
     assert version("torch").split("+")[0] == "2.13.0"
+    assert (Path(sys.prefix) / "bin" / "pip").is_file()  # the docs' `.venv/bin/pip install`: a venv made
+    # without pip gets it from uv
     assert Path(importlib.util.find_spec("torch").origin).is_relative_to(sys.prefix)  # the venv's own
     for module in ("mlflow", "torch.nn.modules.conv", "zeroloop.pipeline.stages"):
         source = importlib.util.find_spec(module).origin
