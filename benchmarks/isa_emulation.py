@@ -110,10 +110,32 @@ def _disassembled_xgetbv_offsets(library: Path) -> list[int]:
                 for m in re.finditer(r"^\s*\d+\s+\S+\s+([0-9a-f]+)\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)",
                                      run("-h"), re.M)]
     offsets = []
-    for m in re.finditer(r"^\s*([0-9a-f]+):\s+xgetbv\s*$", run("-d", "--no-show-raw-insn"), re.M):
-        addr = int(m.group(1), 16)
+    for addr in _xgetbv_addresses([objdump, "-d", "--no-show-raw-insn", str(library)]):
         offsets += [off + addr - vma for vma, size, off in sections if vma <= addr < vma + size]
     return offsets
+
+
+_XGETBV_LINE = re.compile(rb"^\s*([0-9a-f]+):\s+xgetbv\s*$", re.M)
+
+
+def _xgetbv_addresses(command: list[str]) -> list[int]:
+    """The addresses of the ``xgetbv`` lines in the disassembly ``command``
+    prints, read as bytes a megabyte at a time and searched only where the
+    word occurs (ONNX Runtime's is 6.4 million lines, 260 MB: decoded and
+    searched whole, 5.6 CPU-s of the 16 on a Zen 3)."""
+    found: list[int] = []
+    with subprocess.Popen(command, stdout=subprocess.PIPE) as proc:
+        tail = b""
+        while chunk := proc.stdout.read(1 << 20):
+            data = tail + chunk
+            cut = data.rfind(b"\n") + 1
+            data, tail = data[:cut], data[cut:]
+            if b"xgetbv" in data:
+                found += [int(m.group(1), 16) for m in _XGETBV_LINE.finditer(data)]
+        found += [int(m.group(1), 16) for m in _XGETBV_LINE.finditer(tail)]
+    if proc.returncode != 0:
+        raise subprocess.CalledProcessError(proc.returncode, command)
+    return found
 
 
 def patch_library(library: Path) -> int:
