@@ -338,7 +338,8 @@ def drop_the_first(pool):
 
 raypool.RayPool.parts = drop_the_first
 use_backend(Backend(kind="ray", address=sys.argv[1]))
-results, _ = run_selfplay(job, workers=2, progress=False, out_dir=sys.argv[3])
+# one task (one Ray worker process, 5-7 CPU-s each): the part dropped is the driver's, whatever the tasks
+results, _ = run_selfplay(job, workers=1, progress=False, out_dir=sys.argv[3])
 print(json.dumps({"dropped": dropped, "shards": [r.index for r in results]}))
 """
 
