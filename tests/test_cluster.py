@@ -33,10 +33,6 @@ TINY = {
     "runtime": {"workers": 2},
 }
 
-#: the cluster's token, the venv first on PATH, no tracking or cluster settings of this process
-clean_env = ray_env
-
-
 @pytest.fixture(scope="module")
 def ray_cluster():
     """A real one-node Ray cluster on 127.0.0.1 with 2 CPUs: (address, temp dir).
@@ -48,7 +44,7 @@ def ray_cluster():
                             f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
                             "--disable-usage-stats", f"--temp-dir={temp}",
                             "--object-store-memory=200000000"],
-                           env=clean_env(), capture_output=True, text=True, timeout=180)
+                           env=ray_env(), capture_output=True, text=True, timeout=180)
     assert start.returncode == 0, start.stdout[-2000:] + start.stderr[-2000:]
     try:
         yield f"127.0.0.1:{port}", temp
@@ -97,7 +93,7 @@ def test_ray_backend_gives_the_local_backends_shards_gates_and_champion(tmp_path
     # the local chain's params but the backend (and the experiment: neither decides a game)
     write_params(root, {**TINY, "runtime": {"workers": 2, "backend": "ray", "ray_address": ray_head}})
     shutil.copy(mlflow_db, root / "mlflow.db")
-    run_chain(root, clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}"), gens=1)
+    run_chain(root, ray_env(MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}"), gens=1)
     local, ray = chain_results(local_chain["root"]), chain_results(root)
     assert len(local[0]) == 4 and len(local[2]) == 2  # 4 shards; candidate and best
     assert ray[0] == local[0], "self-play shards differ between the backends"
@@ -131,7 +127,7 @@ def test_a_ray_worker_killed_mid_selfplay_is_retried_and_the_shards_are_unchange
         write_params(root, {**data, "runtime": {"workers": workers, "backend": backend,
                                                 "ray_address": ray_head}})
         shutil.copy(mlflow_db, root / "mlflow.db")
-    env = {name: clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}")
+    env = {name: ray_env(MLFLOW_TRACKING_URI=f"sqlite:///{root / 'mlflow.db'}")
            for name, root in roots.items()}
     for name, root in roots.items():
         assert subprocess.run([*STAGES, "init"], cwd=root, env=env[name]).returncode == 0
@@ -188,7 +184,7 @@ def local_chain(tmp_path_factory, mlflow_server) -> dict:
     subprocess.run([*git, "commit", "-qm", "params"], cwd=root, check=True)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                             text=True).stdout.strip()
-    run_chain(root, clean_env(MLFLOW_TRACKING_URI=url), gens=1)
+    run_chain(root, ray_env(MLFLOW_TRACKING_URI=url), gens=1)
     return {"root": root, "commit": commit, "url": url, "store": store}
 
 
@@ -276,7 +272,7 @@ def test_parallel_tuning_jobs_play_their_games_on_the_ray_cluster(tmp_path, ray_
                             "mlflow": {"experiment": "tune-ray"}})
     out = subprocess.run([*ZEROLOOP, "tune", "--trials", "2", "--jobs", "2", "--model",
                           "model.pt", "--storage", "journal:optuna.journal", "--study", "ray"], cwd=tmp_path,
-                         env=clean_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}"), capture_output=True,
+                         env=ray_env(MLFLOW_TRACKING_URI=f"sqlite:///{mlflow_db}"), capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.startswith("{"), out.stdout[:2000]  # the JSON summary alone
@@ -291,7 +287,7 @@ def test_the_ray_throughput_benchmark_runs_with_tiny_settings_on_the_cluster(ray
     args = ["--workers", "1", "--games", "2", "--sims", "4", "--shard-games", "1", "--in-flight", "2",
             "--model", "random", "--rounds", "1", "--address", ray_head]
     out = subprocess.run([*PYTHON, str(BENCHMARKS / "ray_throughput.py"), *args], capture_output=True,
-                         text=True, timeout=300, env=clean_env())
+                         text=True, timeout=300, env=ray_env())
     assert out.returncode == 0, out.stderr[-3000:]
     for line in ("local processes", "ray tasks", "ratio ray / local", f"joining {ray_head}",
                  "same games on both backends: yes"):
@@ -351,7 +347,7 @@ def test_a_shard_sent_but_never_taken_is_played_again_with_the_same_games(tmp_pa
     same bytes), said in a line on stderr, not found missing at the publish."""
     here, there = tmp_path / "local", tmp_path / "ray"
     out = subprocess.run([sys.executable, "-c", _DROPPED_PART, ray_head, str(here), str(there)],
-                         env=clean_env(), capture_output=True, text=True, timeout=300)
+                         env=ray_env(), capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert len(report["dropped"]) == 1 and report["shards"] == [0, 1, 2, 3]
