@@ -498,8 +498,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "analyse" and args.sims < 1:
         print("zeroloop analyse: --sims must be >= 1", file=sys.stderr)
         return 2
+    from zeroloop.pipeline.runtime.process import start_work
+
+    start_work()  # a no-op unless the program (zeroloop.__main__) turned collection off
     return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

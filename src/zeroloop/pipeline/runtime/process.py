@@ -47,6 +47,42 @@ def skip_exit_collection() -> None:
     atexit.register(gc.freeze)
 
 
+#: set while :func:`start_up_without_collection` keeps the collector off
+_starting = False
+
+
+def start_up_without_collection() -> None:
+    """No garbage collection while this process starts: what a command, a stage
+    or a worker calls first, before its imports; :func:`start_work` turns the
+    collector back on. Importing torch, Lightning, MLflow and Optuna took
+    12.5 and 11.6 CPU-s with the collector on, 11.0 and 10.1 with it off (AMD
+    EPYC Zen 3, alternated): it made full passes over a heap growing to about
+    540k objects, none of them garbage."""
+    import gc
+
+    global _starting
+    if gc.isenabled():
+        gc.disable()
+        _starting = True
+
+
+def start_work() -> None:
+    """The start-up's imports are done: after :func:`start_up_without_collection`,
+    freeze what the process holds (:func:`gc.freeze`: out of the collector's
+    sight for good; modules, classes and functions do not become garbage) and
+    turn the collector back on, so a full collection scans what the work makes,
+    not the imports' objects (0.6-0.8 CPU-s a full pass on a Zen 3). Anywhere
+    else (a test or a notebook that calls a stage) it does nothing: that heap
+    may hold garbage to collect."""
+    import gc
+
+    global _starting
+    if _starting:
+        _starting = False
+        gc.freeze()
+        gc.enable()
+
+
 def setup_process() -> None:
     skip_exit_collection()
     init_worker_threads()

@@ -26,7 +26,12 @@ from typing import Any
 from tqdm import tqdm
 
 from zeroloop.pipeline.runtime.backend import R, T, TaskPool, Tick, WorkerLost, current_backend, local_cores
-from zeroloop.pipeline.runtime.process import init_worker_threads, skip_exit_collection
+from zeroloop.pipeline.runtime.process import (
+    init_worker_threads,
+    skip_exit_collection,
+    start_up_without_collection,
+    start_work,
+)
 
 _progress_queue = None
 
@@ -55,6 +60,7 @@ def _die_with_parent(parent: int) -> None:
 
 def _init_process(q, parent: int) -> None:
     global _progress_queue
+    start_up_without_collection()  # until the first task's imports are done (_run_in_worker)
     _progress_queue = q
     _die_with_parent(parent)
     # Ctrl-C reaches the whole process group; the parent decides (it terminates the pool),
@@ -70,6 +76,7 @@ def _queue_tick(n: int) -> None:
 
 
 def _run_in_worker(fn: Callable, task):
+    start_work()
     return fn(task, _queue_tick)
 
 

@@ -51,4 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from zeroloop.pipeline.runtime.process import start_up_without_collection
+
+    start_up_without_collection()  # run_stage turns it on when the stage's work begins
     sys.exit(main())

@@ -11,7 +11,7 @@ from zeroloop.pipeline.data.layout import Layout
 from zeroloop.pipeline.data.storage import DamagedFileError
 from zeroloop.pipeline.params import Params, ParamsError, load_params
 from zeroloop.pipeline.runtime.backend import WorkerLost, use_backend
-from zeroloop.pipeline.runtime.process import setup_process
+from zeroloop.pipeline.runtime.process import setup_process, start_work
 from zeroloop.pipeline.runtime.workers import keep_workers
 
 PARAMS_FILE = "params.yaml"
@@ -60,6 +60,7 @@ def run_stage(name: str, body: Callable[[Params], None], params_file: str = PARA
 
             check_tracking()
             prefetch_client()
+        start_work()  # the imports are done (python -m zeroloop.pipeline.stages turned collection off)
         with keep_workers():  # the stage's matches and measurements share one set of workers
             body(params)
     except (ParamsError, DamagedFileError, FileNotFoundError, ValueError, WorkerLost) as exc:
