@@ -29,6 +29,7 @@ import argparse
 import collections
 import ctypes
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -174,6 +175,16 @@ def main() -> int:
         return 2
     where = Path(a.keep or tempfile.mkdtemp(prefix="suite-cpu-"))
     where.mkdir(parents=True, exist_ok=True)
+    try:
+        return _count(a, command, where)
+    finally:
+        if not a.keep:
+            shutil.rmtree(where, ignore_errors=True)
+
+
+def _count(a: argparse.Namespace, command: list[str], where: Path) -> int:
+    """Run ``command`` with the accounting on, its records and timeline in ``where``, and print
+    where its CPU went; its exit status."""
     records, timeline = where / "pacct", where / "timeline.txt"
     records.write_bytes(b"")
     timeline.unlink(missing_ok=True)

@@ -158,7 +158,10 @@ def test_suite_cpu_charges_a_commands_processes_to_its_tests(tmp_path):
     # the suite's conftest writes the timeline; cold: no warm server for one test
     inner = [sys.executable, "-m", "pytest", "-q", "-c", os.devnull, "--rootdir", str(tmp_path),
              "-p", "no:cacheprovider", "-p", "conftest", "test_busy.py"]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "ZEROLOOP_TEST_COLD": "1"}
+    temp = tmp_path / "temp"  # where the tool makes its folder
+    temp.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "ZEROLOOP_TEST_COLD": "1",
+           "TMPDIR": str(temp)}
     out = subprocess.run([*PYTHON, str(BENCHMARKS / "suite_cpu.py"), "--top", "3", "--", *inner],
                          capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
     if out.returncode == 2 and out.stderr.startswith("suite_cpu.py: ") and "acct(" in out.stderr:
@@ -170,6 +173,7 @@ def test_suite_cpu_charges_a_commands_processes_to_its_tests(tmp_path):
     assert "test processes' own (in-process tests)" in out.stdout
     charged = re.search(r"^\s+([\d.]+) s  \S*test_busy.py::test_busy$", out.stdout, re.M)
     assert charged and float(charged.group(1)) > 0.1, out.stdout  # the busy child's CPU, charged to its test
+    assert not list(temp.glob("suite-cpu-*"))  # its records go with it unless --keep asks
 
 
 def test_selfplay_ceiling_refuses_a_net_it_does_not_know():
