@@ -1,13 +1,15 @@
-"""Rollout UCT, the evaluation's baseline opponent: its random playouts through
-the ``Game`` protocol (``legal_mask`` + ``apply``, a state per move) against
-the k-in-a-row games' own ``random_playout`` loop, in one run.
+"""Rollout UCT, the evaluation's baseline opponent, three ways in one run: its
+tree of Python nodes with random playouts through the ``Game`` protocol
+(``legal_mask`` + ``apply``, a state per move); the same tree with the
+k-in-a-row games' own ``random_playout`` loop; and, where the game has one
+(Connect Four), the whole search as a numba kernel (``game.uct_visits``).
 
-Both play the same match (a model searched as the evaluate stage searches it,
-against ``uct<playouts>``) in this one process, from the same seed; the fast
-playouts draw the same random numbers, so the games must come out move for
-move the same, and the script says whether they did. Printed: the machine,
-the match's wall time both ways and the ratio, and the time per UCT move.
-Run it with the machine otherwise idle.
+Each plays the same match (a model searched as the evaluate stage searches
+it, against ``uct<playouts>``) in this one process, from the same seed; all
+three draw the same random numbers, so the games must come out move for move
+the same, and the script says whether they did. Printed: the machine, the
+match's wall time each way and the ratios, and the time per UCT move. Run it
+with the machine otherwise idle.
 
     python benchmarks/rollout_uct.py [--game connect4] [--games 10] [--playouts 1000] [--sims 200]
         [--model PATH] [--precision auto]
@@ -33,8 +35,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     a = ap.parse_args()
 
+    import numpy as np
     import torch
 
+    import zeroloop.engine.players as players
     import zeroloop.engine.search.uct as uct
     from zeroloop.engine.games import make_game
     from zeroloop.engine.nn.machine import describe, summary_line
@@ -56,26 +60,36 @@ def main() -> None:
     # warm-up: the model's first load (quantising, compiling the search kernels) is not timed
     play_match(game, me, PlayerSpec("uct", "uct8", playouts=8), games=2, opening_plies=2, seed=a.seed + 1,
                workers=1, progress=False)
+    ways = {"generic playouts": (uct.generic_uct_search, generic_rollout),
+            "fast playouts": (uct.generic_uct_search, random_rollout)}
+    if getattr(game, "uct_visits", None) is not None:
+        # the kernel's first call compiles or loads it: not timed
+        game.uct_visits(game.initial_state(), 2, 1.4, np.random.default_rng(0))
+        ways["UCT kernel"] = (uct.uct_search, random_rollout)
     runs = {}
-    for label, rollout in (("generic playouts", generic_rollout), ("fast playouts", random_rollout)):
-        uct.random_rollout = rollout  # one process (workers=1): the match runs here
+    for label, (search, rollout) in ways.items():
+        # one process (workers=1): the match runs here, with these functions
+        players.uct_search, uct.random_rollout = search, rollout
         t0 = time.perf_counter()
         m = play_match(game, me, opp, games=a.games, opening_plies=2, seed=a.seed, workers=1,
                        desc=f"{label}", progress=False)
         runs[label] = (time.perf_counter() - t0, m)
-    uct.random_rollout = random_rollout
-    (slow_s, slow), (fast_s, fast) = runs.values()
+    players.uct_search, uct.random_rollout = uct.uct_search, random_rollout
+    (slow_s, slow), (fast_s, _) = list(runs.values())[:2]
     # the UCT player moves on every other ply after the opening
-    uct_moves = sum((len(g.actions) - 2 + (not g.a_first)) // 2 for g in fast.games)
-    same = [g.actions for g in slow.games] == [g.actions for g in fast.games]
+    uct_moves = sum((len(g.actions) - 2 + (not g.a_first)) // 2 for g in slow.games)
+    same = all([g.actions for g in m.games] == [g.actions for g in slow.games] for _, m in runs.values())
     print(f"{game.name}: model ({model or 'random net'}, {a.sims} simulations) vs uct{a.playouts}, "
           f"{a.games} games, about {uct_moves} UCT moves")
     for label, (wall, m) in runs.items():
-        print(f"  {label:17s} {wall:7.1f} s   score {m.score.score:.1%}")
-    print(f"per UCT move (the model's moves included): {slow_s / max(uct_moves, 1):.3f} s generic, "
-          f"{fast_s / max(uct_moves, 1):.3f} s fast")
-    print(f"speed-up of the match: {slow_s / fast_s:.2f}x (generic / fast, same run)")
-    print(f"same games both ways: {'yes' if same else 'NO'}")
+        print(f"  {label:17s} {wall:7.1f} s   score {m.score.score:.1%}   "
+              f"{wall / max(uct_moves, 1):.4f} s per UCT move (the model's moves included)")
+    print(f"speed-up of the match: {slow_s / fast_s:.2f}x (generic / fast playouts, same run)")
+    if "UCT kernel" in runs:
+        kernel_s = runs["UCT kernel"][0]
+        print(f"speed-up of the match: {fast_s / kernel_s:.2f}x (fast playouts / UCT kernel), "
+              f"{slow_s / kernel_s:.2f}x (generic / UCT kernel)")
+    print(f"same games all {len(runs)} ways: {'yes' if same else 'NO'}")
     if not same:
         raise SystemExit(1)
 

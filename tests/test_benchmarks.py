@@ -44,7 +44,8 @@ SMOKE = {
         ["machine: network int8", "int8 against fp32: score", "pairs scoring 0, 1/4, 1/2, 3/4, 1"]),
     "rollout_uct.py": (
         ["--games", "2", "--playouts", "20", "--sims", "4"],
-        ["generic playouts", "fast playouts", "speed-up of the match", "same games both ways: yes"]),
+        ["generic playouts", "fast playouts", "UCT kernel", "speed-up of the match",
+         "(fast playouts / UCT kernel)", "same games all 3 ways: yes"]),
     "go_rules.py": (
         ["--sizes", "5", "--seconds", "0.05", "--games", "2", "--sims", "4"],
         ["go-5: rules", "numba kernels", "kernels/chains", "same legal moves: yes", "go-5 self-play",

@@ -510,6 +510,28 @@ def test_fast_random_playout_plays_the_generic_rollouts_games(name):
     assert results == {-1.0, 0.0, 1.0} if name == "tictactoe" else results >= {-1.0, 1.0}
 
 
+def test_connect_four_uct_kernel_searches_as_the_generic_uct():
+    """Connect Four's rollout UCT kernel (the evaluation's baseline) gives the
+    visits of the tree of Python nodes, move for move in the same order, from
+    every running position of seeded games, at playout counts that leave
+    moves untried, fill the tree, and reach its finished positions; it draws
+    the same numbers, so the generator is in the same state afterwards."""
+    from zeroloop.engine.search.uct import generic_uct_search, uct_search
+
+    game = game_of("connect4")
+    states = [s for seed in range(3) for s in random_playout(game, 300 + seed)[1] if s.outcome is None]
+    assert len(states) > 40
+    for i, s in enumerate(states):
+        for playouts, c in ((1, 1.4), (5, 1.4), (60, 1.4), (400, 1.4), (200, 0.3)):
+            fast_rng, slow_rng = np.random.default_rng(i), np.random.default_rng(i)
+            fast = uct_search(game, s, playouts, c, fast_rng)
+            slow = generic_uct_search(game, s, playouts, c, slow_rng)
+            assert list(fast.items()) == list(slow.items()), (i, playouts, c)
+            assert fast_rng.integers(1 << 62) == slow_rng.integers(1 << 62), (i, playouts, c)
+    with pytest.raises(ValueError, match="finished game"):
+        uct_search(game, random_playout(game, 300)[1][-1], 10, 1.4, np.random.default_rng(0))
+
+
 # -- batched and unrolled rules (the search's hot paths) --------------------------
 
 

@@ -116,6 +116,15 @@ class ConnectFour(DigitNotation, KInARowGame):
         kernels.encode_rows(*pos, rows, out)
         return out
 
+    def uct_visits(self, state: State, playouts: int, c: float, rng: np.random.Generator
+                   ) -> dict[int, int]:
+        """Rollout UCT's visits per move from ``state`` (a running game), as
+        ``generic_uct_search`` counts them, with the same draws of ``rng``, in
+        a numba kernel (:func:`~zeroloop.engine.games.connect4_kernels.uct_visits`)."""
+        actions, visits = np.empty(7, np.int64), np.empty(7, np.int64)
+        k = kernels.uct_visits(state.me, state.opp, playouts, float(c), rng, actions, visits)
+        return dict(zip(actions[:k].tolist(), visits[:k].tolist(), strict=True))
+
     def _playout_moves(self, full: int) -> tuple[list[int], list[int]]:
         """Open columns in order, and the next free cell's bit of each column."""
         cols = [c for c in range(self.cols) if not full & self._top_bits[c]]

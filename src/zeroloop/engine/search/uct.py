@@ -1,7 +1,10 @@
 """Pure UCT with random rollouts: the classic baseline (no network).
 
 UCB1 picks ``argmax  Q + c * sqrt(ln N_parent / N_child)``; every iteration
-expands one node and finishes the game with uniformly random moves.
+expands one node and finishes the game with uniformly random moves. A game
+with a ``uct_visits(state, playouts, c, rng)`` method (Connect Four: a numba
+kernel over arrays) runs the same search there, draw for draw of ``rng``;
+the others run :func:`generic_uct_search`.
 """
 
 from __future__ import annotations
@@ -28,7 +31,20 @@ class _Node:
 
 def uct_search(game: Game, state: State, playouts: int, c: float,
                rng: np.random.Generator) -> dict[int, int]:
-    """Run ``playouts`` UCT iterations from ``state``; returns visits per move."""
+    """Run ``playouts`` UCT iterations from ``state``; returns visits per move,
+    in the order the moves were first tried."""
+    if state.outcome is not None:
+        raise ValueError("cannot search a finished game")
+    fast = getattr(game, "uct_visits", None)
+    if fast is not None:
+        return fast(state, playouts, c, rng)
+    return generic_uct_search(game, state, playouts, c, rng)
+
+
+def generic_uct_search(game: Game, state: State, playouts: int, c: float,
+                       rng: np.random.Generator) -> dict[int, int]:
+    """:func:`uct_search` through the ``Game`` protocol: a ``_Node`` (and a
+    ``State``) per expanded move."""
     if state.outcome is not None:
         raise ValueError("cannot search a finished game")
     root = _Node(state, game)
