@@ -30,30 +30,46 @@ CELL_BIT = np.array([8 * r + c for r in range(ROWS) for c in range(COLS)], np.in
 
 
 @njit(cache=True)
+def _four(m):
+    """Whether bitboard ``m`` holds four in a row (``KInARowGame.has_line``)."""
+    x = m & (m >> 1)
+    if x & (x >> 2):
+        return True
+    x = m & (m >> 8)
+    if x & (x >> 16):
+        return True
+    x = m & (m >> 9)
+    if x & (x >> 18):
+        return True
+    x = m & (m >> 7)
+    return (x & (x >> 14)) != 0
+
+
+@njit(cache=True)
+def _play(m, o, a):
+    """``m``'s stones after dropping one in column ``a`` (legal) of the board
+    ``m | o``, and the outcome for the side to move next (``o``'s): -1.0 a
+    loss (the move made four), 0.0 a draw (a full board), NaN while the game
+    runs (``ConnectFour.apply``)."""
+    stones = (m | o) & COLUMN[a]
+    # the column's top stone is its lowest bit; the free cell is the one above it
+    m |= ((stones & -stones) >> 8) if stones else BOTTOM[a]
+    if _four(m):
+        return m, -1.0
+    if (m | o) == BOARD:
+        return m, 0.0
+    return m, np.nan
+
+
+@njit(cache=True)
 def apply_rows(me, opp, ply, last, parents, actions, leaves, outcome):
     """Play ``actions[i]`` in row ``parents[i]`` into row ``leaves[i]``
     (``ConnectFour.apply``; the move must be legal) and set ``outcome[i]``
-    from the new side to move: -1.0 a loss (the move made four), 0.0 a draw
-    (a full board), NaN while the game runs."""
+    from the new side to move (:func:`_play`)."""
     for i in range(parents.shape[0]):
         p, a, c = parents[i], actions[i], leaves[i]
-        m, o = me[p], opp[p]
-        stones = (m | o) & COLUMN[a]
-        # the column's top stone is its lowest bit; the free cell is the one above it
-        m |= ((stones & -stones) >> 8) if stones else BOTTOM[a]
-        x = m & (m >> 1)
-        if x & (x >> 2):
-            outcome[i] = -1.0
-        else:
-            x = m & (m >> 8)
-            y = m & (m >> 9)
-            z = m & (m >> 7)
-            if x & (x >> 16) or y & (y >> 18) or z & (z >> 14):
-                outcome[i] = -1.0
-            elif (m | o) == BOARD:
-                outcome[i] = 0.0
-            else:
-                outcome[i] = np.nan
+        o = opp[p]
+        m, outcome[i] = _play(me[p], o, a)
         me[c], opp[c], ply[c], last[c] = o, m, ply[p] + 1, a
 
 
@@ -92,22 +108,6 @@ def encode_rows(me, opp, ply, last, rows, out):
             out[i, 1, y, x] = (o >> b) & 1
             out[i, 2, y, x] = (mark >> b) & 1
             out[i, 3, y, x] = colour
-
-
-@njit(cache=True)
-def _four(m):
-    """Whether bitboard ``m`` holds four in a row (``KInARowGame.has_line``)."""
-    x = m & (m >> 1)
-    if x & (x >> 2):
-        return True
-    x = m & (m >> 8)
-    if x & (x >> 16):
-        return True
-    x = m & (m >> 9)
-    if x & (x >> 18):
-        return True
-    x = m & (m >> 7)
-    return (x & (x >> 14)) != 0
 
 
 @njit(cache=True)
@@ -195,18 +195,12 @@ def uct_visits(me0, opp0, playouts, c, rng, actions, visits):
             for j in range(i, n_untried[node] - 1):
                 untried[node, j] = untried[node, j + 1]
             n_untried[node] -= 1
-            m, o = me[node], opp[node]
-            stones = (m | o) & COLUMN[a]
-            m |= ((stones & -stones) >> 8) if stones else BOTTOM[a]
+            o = opp[node]
             child = made
             made += 1
+            m, result[child] = _play(me[node], o, a)
             me[child], opp[child], action[child] = o, m, a
-            if _four(m):
-                result[child] = -1.0
-            elif (m | o) == BOARD:
-                result[child] = 0.0
-            else:
-                result[child] = np.nan
+            if np.isnan(result[child]):
                 n_untried[child] = _open_columns(o, m, untried[child])
             kids[node, n_kids[node]] = child
             n_kids[node] += 1
