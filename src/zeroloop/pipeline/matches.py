@@ -172,7 +172,8 @@ class PinnedModels:
     def local(self, path: str) -> str:
         """A private copy of ``path`` on this machine, whatever the backend."""
         if self._folder is None:
-            self._folder = tempfile.mkdtemp(prefix="zeroloop-pinned-")
+            sweep_pinned_folders()
+            self._folder = tempfile.mkdtemp(prefix=f"{PINNED_PREFIX}{os.getpid()}-")
         copy = Path(self._folder, f"{len(os.listdir(self._folder))}-{Path(path).name}")
         copy.write_bytes(read_checked_model(path))
         return str(copy)
@@ -180,6 +181,44 @@ class PinnedModels:
     def spec(self, spec: PlayerSpec) -> PlayerSpec:
         """``spec`` with its model file as the tasks get it."""
         return replace(spec, model=self.model(spec.model)) if isinstance(spec.model, str) else spec
+
+
+PINNED_PREFIX = "zeroloop-pinned-"
+
+
+def sweep_pinned_folders(root: str | None = None) -> list[str]:
+    """Delete the copies left by a process that ended without its ``with``
+    block's exit (a stage killed with SIGKILL or SIGTERM): the folders in
+    ``root`` (the temporary directory) named ``zeroloop-pinned-PID-...``
+    whose process is gone. A living process's folder, another user's, or one
+    of another name stays. Returns the folders deleted."""
+    root = root or tempfile.gettempdir()
+    gone = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return gone
+    for name in names:
+        pid = name[len(PINNED_PREFIX):].split("-", 1)[0]
+        if not name.startswith(PINNED_PREFIX) or not pid.isdigit() or _alive(int(pid)):
+            continue
+        folder = os.path.join(root, name)
+        shutil.rmtree(folder, ignore_errors=True)
+        if not os.path.exists(folder):
+            gone.append(folder)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    if os.name != "posix":  # signal 0 asks only on POSIX
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process, or no way to ask: keep its folder
+        return True
+    return True
 
 
 def model_player(p: Params, path: str, name: str, match) -> PlayerSpec:
