@@ -2,7 +2,6 @@
 group boundaries, a grouped set that agrees with the solver, and per-group
 error rates in the evaluation."""
 
-import os
 import sys
 from pathlib import Path
 
@@ -345,7 +344,7 @@ def test_a_killed_process_pinned_copies_are_swept_by_the_next(tmp_path, monkeypa
 
     from zeroloop.engine.nn import NetConfig, PolicyValueNet
     from zeroloop.pipeline.data.storage import save_model
-    from zeroloop.pipeline.matches import PinnedModels
+    from zeroloop.pipeline.matches import PinnedModels, pinned_prefix
 
     model = tmp_path / "m.pt"
     net = PolicyValueNet.for_game(C4, NetConfig(blocks=1, channels=8, value_hidden=8))
@@ -359,18 +358,19 @@ def test_a_killed_process_pinned_copies_are_swept_by_the_next(tmp_path, monkeypa
     killed = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
     assert killed.wait() == -signal.SIGKILL, killed.stderr.read().decode()
     left = list(temp.iterdir())  # the killed process's copy, named with its pid
-    assert len(left) == 1 and left[0].name.startswith(f"zeroloop-pinned-{killed.pid}-")
+    assert len(left) == 1 and left[0].name.startswith(pinned_prefix(killed.pid))
     assert [f.name for f in left[0].iterdir()] == ["0-m.pt"]
-    mine = temp / f"zeroloop-pinned-{os.getpid()}-x"
-    other = temp / "zeroloop-pinned-y"
-    for keep in (mine, other):
+    mine = temp / f"{pinned_prefix()}x"  # a living process's
+    elsewhere = temp / f"zeroloop-pinned-{killed.pid}-0123abcd-x"  # the same pid on another host
+    old = temp / "zeroloop-pinned-y"  # no pid in its name
+    for keep in (mine, elsewhere, old):
         keep.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(temp))
     with PinnedModels() as pins:
         copy = Path(pins.local(str(model)))
         assert copy.read_bytes() == model.read_bytes()
-        assert copy.parent.name.startswith(f"zeroloop-pinned-{os.getpid()}-")
-        assert not left[0].exists() and mine.exists() and other.exists()
+        assert copy.parent.name.startswith(pinned_prefix())
+        assert not left[0].exists() and mine.exists() and elsewhere.exists() and old.exists()
     assert not copy.parent.exists()
 
 

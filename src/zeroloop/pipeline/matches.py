@@ -7,8 +7,10 @@ this module decides where they run and how players are built in a worker.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import socket
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -173,7 +175,7 @@ class PinnedModels:
         """A private copy of ``path`` on this machine, whatever the backend."""
         if self._folder is None:
             sweep_pinned_folders()
-            self._folder = tempfile.mkdtemp(prefix=f"{PINNED_PREFIX}{os.getpid()}-")
+            self._folder = tempfile.mkdtemp(prefix=pinned_prefix())
         copy = Path(self._folder, f"{len(os.listdir(self._folder))}-{Path(path).name}")
         copy.write_bytes(read_checked_model(path))
         return str(copy)
@@ -186,21 +188,36 @@ class PinnedModels:
 PINNED_PREFIX = "zeroloop-pinned-"
 
 
+def pinned_prefix(pid: int | None = None) -> str:
+    """The name a process's copies' folder starts with: ``zeroloop-pinned-PID-HOST-``,
+    HOST a hash of the host's name, so that a temporary directory shared with
+    another machine or container (whose process ids are not this one's) is
+    never swept of that one's folders."""
+    return f"{PINNED_PREFIX}{os.getpid() if pid is None else pid}-{_host_tag()}-"
+
+
+def _host_tag() -> str:
+    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+
+
 def sweep_pinned_folders(root: str | None = None) -> list[str]:
     """Delete the copies left by a process that ended without its ``with``
     block's exit (a stage killed with SIGKILL or SIGTERM): the folders in
-    ``root`` (the temporary directory) named ``zeroloop-pinned-PID-...``
-    whose process is gone. A living process's folder, another user's, or one
-    of another name stays. Returns the folders deleted."""
+    ``root`` (the temporary directory) named by :func:`pinned_prefix` on this
+    host whose process is gone. A living process's folder, another host's,
+    another user's (not ours to delete), or one of another name stays.
+    Returns the folders deleted."""
     root = root or tempfile.gettempdir()
+    host = _host_tag()
     gone = []
     try:
         names = os.listdir(root)
     except OSError:
         return gone
     for name in names:
-        pid = name[len(PINNED_PREFIX):].split("-", 1)[0]
-        if not name.startswith(PINNED_PREFIX) or not pid.isdigit() or _alive(int(pid)):
+        pid, _, rest = name[len(PINNED_PREFIX):].partition("-")
+        if (not name.startswith(PINNED_PREFIX) or not pid.isdigit() or not rest.startswith(host + "-")
+                or _alive(int(pid))):
             continue
         folder = os.path.join(root, name)
         shutil.rmtree(folder, ignore_errors=True)
