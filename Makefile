@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup browser gnugo binutils repro pull preset test test-fast lint bench serve ui docs clean
+.PHONY: setup browser gnugo repro pull preset test test-fast lint bench serve ui docs clean
 
 setup: $(STAMP)
 
@@ -43,14 +43,8 @@ gnugo:
 	@test -x $(GNUGO) || command -v gnugo >/dev/null || { echo "installing Debian's gnugo for the Go tests"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq gnugo >/dev/null; }
 
-# binutils' objdump finds ONNX Runtime's xgetbv instructions for the AVX2 emulation (benchmarks/isa_emulation.py,
-# tests/test_isa_emulation.py); Debian's images ship it, a bare one may not
-binutils:
-	@command -v objdump >/dev/null || { echo "installing Debian's binutils for the AVX2 emulation tests"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq binutils >/dev/null; }
-
-# two test processes (pytest-xdist): most slow tests wait on servers and clusters more
-# than they compute; a module that starts a cluster or server once keeps its tests together
+# two test processes (pytest-xdist): a module that starts a cluster or server once keeps its
+# tests in one of them (its pytestmark's xdist_group, with --dist loadgroup)
 TEST_WORKERS ?= 2
 
 # params.yaml from a preset: the defaults with presets/$(NAME).yaml over them (make preset NAME=go-7);
@@ -58,11 +52,12 @@ TEST_WORKERS ?= 2
 preset: $(STAMP)
 	$(BIN)/zeroloop preset $(NAME)
 
-test: $(STAMP) browser gnugo binutils
+test: $(STAMP) browser gnugo
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --durations=30
 
+# the inner loop: in-process tests only (no server, cluster or subprocess chain)
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks deploy

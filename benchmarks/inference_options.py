@@ -26,15 +26,8 @@ of the precisions the pipeline runs (fp32, bf16, int8) on N Connect Four
 positions per Pons group, at ``--sims`` simulations, with each error's 95%
 interval and the paired difference from fp32's.
 
-``--isa avx2`` runs everything as an AVX2 CPU without AVX-512 would: oneDNN
-(``ONEDNN_MAX_CPU_ISA``), PyTorch's own kernels (``ATEN_CPU_CAPABILITY``),
-fbgemm, MKL, numba and numpy honour a cap; ONNX Runtime has none, so it runs
-as a patched copy that sees no AVX-512 (:mod:`isa_emulation`;
-the output names the kernel path it took). ``--isa avx512`` caps all but
-ONNX Runtime at AVX-512 without VNNI or bf16.
-
     python benchmarks/inference_options.py [--batches 1,8,32,64] [--seconds 2] [--positions 300]
-        [--only NAME,...] [--search 0] [--sims 200] [--isa native|avx2|avx512]
+        [--only NAME,...] [--search 0] [--sims 200]
 """
 
 from __future__ import annotations
@@ -186,8 +179,6 @@ def search_errors(net: nn.Module, game, per_group: int, sims: int) -> None:
 
 
 def main() -> None:
-    from isa_emulation import ISA_CAPS, run_as
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="", help="model file (default: the shipped Connect Four model)")
     ap.add_argument("--batches", default="1,8,32,64", help="batch sizes, comma-separated")
@@ -197,10 +188,7 @@ def main() -> None:
     ap.add_argument("--search", type=int, default=0,
                     help="Pons positions per group for the searched move error of fp32/bf16/int8 (0: skip)")
     ap.add_argument("--sims", type=int, default=200, help="with --search: simulations per move")
-    ap.add_argument("--isa", default="native", choices=["native", *ISA_CAPS],
-                    help="run as a CPU with at most this ISA would (see the module's doc)")
     a = ap.parse_args()
-    run_as(a.isa)
 
     from zeroloop.engine.games import random_line
     from zeroloop.engine.nn import inference_net
@@ -230,12 +218,9 @@ def main() -> None:
         scorer = perfect_scorer(game)
         if scorer is not None:
             labelled = make_position_set(game, a.positions, np.random.default_rng(1), scorer)
-    from isa_emulation import emulation_line
     from zeroloop.engine.nn.machine import describe, summary_line
 
     print("machine: " + summary_line(describe("cpu", "auto"), "auto"))  # what auto picks here
-    if a.isa != "native":
-        print(emulation_line(a.isa))
     print(f"model {model} ({game.name}, {net.config.shape}), 1 torch thread, "
           f"{a.seconds:g} s per measurement")
     base_p, base_v = torch_infer(net)(planes)

@@ -31,8 +31,7 @@ were the same, and what the timer's own laps cost.
         [--seconds 30 | --positions N] [--precision auto|fp32|bf16|int8] [--shard-games 100]
 
 A net spec is one of :data:`SPEC_HELP`; :func:`inner_evaluator` is the one
-place a new kind of net plugs in. ``benchmarks/run_as.py --isa avx2 -- python
-benchmarks/selfplay_ceiling.py`` runs it as an AVX2 CPU would.
+place a new kind of net plugs in.
 """
 
 from __future__ import annotations

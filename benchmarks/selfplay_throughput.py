@@ -22,7 +22,7 @@ positions/s, the ratio, positions per network call, simulations per network
 row, the cache's hit rate and the time split (network / tree / game rules).
 
     python benchmarks/selfplay_throughput.py [--workers 2] [--games 64] [--sims 64] [--model PATH|random]
-        [--net KIND:AxB] [--device cpu|cuda] [--precision auto|fp32|bf16|fp16|int8] [--isa native|avx2|avx512]
+        [--net KIND:AxB] [--device cpu|cuda] [--precision auto|fp32|bf16|fp16|int8]
 
 ``make bench`` runs it with the defaults (the shipped Connect Four model, 64
 simulations and forced playouts as the default run searches, temperature 1
@@ -145,7 +145,6 @@ def _rate(results: list[dict], key: str) -> float:
 
 
 def main() -> None:
-    from isa_emulation import ISA_CAPS, emulation_line, run_as
     from zeroloop.engine.nn import NetConfig
     from zeroloop.pipeline.data.catalogue import SHIPPED_DIR
     from zeroloop.pipeline.runtime.workers import ProcessPool, default_workers
@@ -173,12 +172,7 @@ def main() -> None:
                    help="after and network only: the inference net's number format (default auto: what "
                         "runtime.precision: auto picks on this machine; fp16: CUDA only; int8: CPU only); "
                         "anything but fp32 is also measured against fp32 in the same run")
-    p.add_argument("--isa", default="native", choices=["native", *ISA_CAPS],
-                   help="run as a CPU with at most this ISA would: oneDNN, PyTorch, fbgemm, MKL, numba and "
-                        "numpy are capped; ONNX Runtime (int8) too for avx2, as a patched copy "
-                        "(docs/speed.md)")
     a = p.parse_args()
-    run_as(a.isa)
     from zeroloop.engine.nn import resolve_device
     from zeroloop.engine.nn.inference import precision_name
 
@@ -208,8 +202,6 @@ def main() -> None:
     from zeroloop.engine.nn.machine import describe, summary_line
 
     print("machine: " + summary_line(describe(a.device, "auto"), "auto"))  # what auto picks here
-    if a.isa != "native":
-        print(emulation_line(a.isa))
     print(f"game {a.game}, net {net}, {a.workers} worker process(es), 1 torch thread each, "
           f"{a.sims} sims/move, {a.games} games/worker, device {resolve_device(a.device)}, "
           f"after/network precision {a.precision} ({chosen})")

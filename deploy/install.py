@@ -16,19 +16,11 @@ Either way it then compiles the installed packages and zeroloop's own source
 (``src/``, installed editable, which installers leave out) to bytecode: where
 PYTHONDONTWRITEBYTECODE is set nothing would ever write it, and every new
 interpreter (a stage's workers, a Ray task's) compiled the modules it imports
-afresh (a stage's imports took twice as long: docs/development.md). The
-packages are compiled here rather than by uv's ``--compile-bytecode``, which
-took 74 s of a Zen 3's 85-second install (150 CPU-s, as much as compileall's
-own ``workers``, which hand their pool one file at a time) and compiled the
-packages' own test folders too. Here each core's process compiles a share of
-the files in one go, and folders named ``tests`` or ``test`` (a fifth of the
-bytes; nothing outside them imports them) are left out: 47 s, 91 CPU-s. So
-are the folders and large files listed in ``deploy/bytecode-skip.txt``, which
-neither the pipeline nor its suite ever imports (a third of what is left: Ray's
-RLlib, Databricks' SDK, torch's Inductor backends ...); ``python
-deploy/install.py --unread`` writes that list again from a venv the suite has
-just run in. A module edited later, or one left out, is compiled in memory as
-before: Python checks each file's stamp.
+afresh. The packages are compiled here rather than by uv's
+``--compile-bytecode``, which compiled the packages' own test folders too and
+took about 1.5x as long: each core's process compiles a share of the files in
+one go, and folders named ``tests`` or ``test`` (nothing outside them imports
+them) are left out.
 """
 
 from __future__ import annotations
@@ -109,79 +101,20 @@ def compile_source(root: Path = ROOT / "src") -> bool:
 #: folders left out: the packages' own test suites, which no installed module imports
 _SKIPPED = {"__pycache__", "tests", "test"}
 
-#: folders (ending in ``/``) and files, relative to the package folder, that no run imports
-SKIP_LIST = ROOT / "deploy" / "bytecode-skip.txt"
-
 
 def _package_roots() -> list[str]:
     return sorted({sysconfig.get_paths()[key] for key in ("purelib", "platlib")})
 
 
-def read_skip_list(path: Path = SKIP_LIST) -> set[str]:
-    """The entries of a skip list: one path a line, ``#`` comments and blank lines ignored."""
-    if not path.is_file():
-        return set()
-    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
-    return {line for line in lines if line}
-
-
-def package_files(roots: list[str] | None = None, skip: set[str] | None = None) -> list[str]:
+def package_files(roots: list[str] | None = None) -> list[str]:
     """The Python files under the install's package folders (``roots``; this
-    interpreter's by default), test folders and the entries of ``skip``
-    (:data:`SKIP_LIST`'s by default) left out."""
-    roots = _package_roots() if roots is None else roots
-    skip = read_skip_list() if skip is None else skip
+    interpreter's by default), test folders left out."""
     found = []
-    for root in roots:
+    for root in _package_roots() if roots is None else roots:
         for folder, subfolders, names in os.walk(root):
-            rel = os.path.relpath(folder, root)
-            prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-            subfolders[:] = [d for d in subfolders if d not in _SKIPPED and f"{prefix}{d}/" not in skip]
-            found += [os.path.join(folder, name) for name in names
-                      if name.endswith(".py") and prefix + name not in skip]
+            subfolders[:] = [d for d in subfolders if d not in _SKIPPED]
+            found += [os.path.join(folder, name) for name in names if name.endswith(".py")]
     return found
-
-
-def unread_entries(root: str, min_bytes: int = 64_000) -> list[tuple[int, str]]:
-    """What no process has read of ``root``'s compiled packages since they
-    were compiled, as (bytecode bytes, entry) for :data:`SKIP_LIST`: each
-    largest folder none of whose bytecode was read, and each unread file
-    outside those, of ``min_bytes`` or more, largest first. A file's bytecode
-    was read when its access time is past its modification time (Linux's
-    default ``relatime`` records the first read after a write); raises
-    ``ValueError`` where nothing was read (a filesystem mounted ``noatime``)."""
-    sizes: dict[str, tuple[int, bool]] = {}
-    for folder, _, names in os.walk(root):
-        if os.path.basename(folder) != "__pycache__":
-            continue
-        source = os.path.relpath(os.path.dirname(folder), root).replace(os.sep, "/")
-        for name in names:
-            if name.endswith(".pyc"):
-                st = os.stat(os.path.join(folder, name))
-                module = name.split(".", 1)[0] + ".py"
-                sizes[module if source == "." else f"{source}/{module}"] = (st.st_size,
-                                                                            st.st_atime > st.st_mtime)
-    if not any(read for _, read in sizes.values()):
-        raise ValueError(f"no bytecode under {root} was read since it was written: are access times "
-                         "recorded there (a noatime mount)?")
-    total: dict[str, int] = {}
-    read: dict[str, bool] = {}
-    for path, (size, was_read) in sizes.items():
-        parts = path.split("/")
-        for i in range(1, len(parts)):
-            folder = "/".join(parts[:i])
-            total[folder] = total.get(folder, 0) + size
-            read[folder] = read.get(folder, False) or was_read
-    unread = {folder for folder, was_read in read.items() if not was_read}
-
-    def under_unread(path: str) -> bool:
-        parts = path.split("/")
-        return any("/".join(parts[:i]) in unread for i in range(1, len(parts)))
-
-    entries = [(total[f], f + "/") for f in unread if not under_unread(f)]
-    entries += [(size, path) for path, (size, was_read) in sizes.items()
-                if not was_read and not under_unread(path)]
-    return sorted((e for e in entries if e[0] >= min_bytes), key=lambda e: (-e[0], e[1]))
 
 
 def _compile_files(paths: list[str]) -> None:
@@ -207,27 +140,7 @@ def compile_packages(files: list[str] | None = None, processes: int | None = Non
         list(pool.map(_compile_files, shares))
 
 
-def write_unread(min_kb: int = 64) -> int:
-    """``--unread``: :data:`SKIP_LIST` written afresh from this venv's access times."""
-    entries = []
-    for root in _package_roots():
-        try:
-            entries += unread_entries(root, min_kb * 1000)
-        except ValueError as exc:
-            print(f"deploy/install.py: {exc}", file=sys.stderr)
-            return 1
-    head = ["# Bytecode `make setup` does not compile (deploy/install.py): what no process read in",
-            "# a venv the suite ran in, as `python deploy/install.py --unread` found it (entries of",
-            f"# {min_kb} KB of bytecode or more; a folder ends in /). Compiled on demand where imported."]
-    SKIP_LIST.write_text("\n".join(head + [e for _, e in sorted(entries, key=lambda e: e[1])]) + "\n")
-    kb = sum(size for size, _ in entries) // 1000
-    print(f"{SKIP_LIST.relative_to(ROOT)}: {len(entries)} entries, {kb} KB of bytecode")
-    return 0
-
-
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--unread"]:
-        return write_unread(*(int(a) for a in argv[1:2]))
     code = _install(argv)
     if code == 0:
         compile_packages()

@@ -28,13 +28,10 @@ import yaml
 from zeroloop.pipeline.params import parse_params
 
 BIN = Path(sys.executable).parent
-#: how the tests start Python, a stage and the ``zeroloop`` command; while a warm server
-#: (tests/warm.py) serves this test process, conftest points them at its shims
+#: how the tests start Python, a stage and the ``zeroloop`` command
 PYTHON = [sys.executable]
 STAGES = [sys.executable, "-m", "zeroloop.pipeline.stages"]
 ZEROLOOP = [str(BIN / "zeroloop")]
-#: the warm server's shim directory, first on a stage's PATH (DVC finds ``python`` there)
-WARM_BIN: list[str] = []
 PG_DIRS = [Path("/usr/lib/postgresql/15/bin"),
            *sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)]
 
@@ -172,8 +169,8 @@ def stage(root: Path, env: dict, *args: str, check: bool = True, timeout: float 
 
 
 def venv_path() -> str:
-    """PATH for stages and tools: the warm shims if any, then the venv, then this process's PATH."""
-    return os.pathsep.join([*WARM_BIN, str(BIN), os.environ["PATH"]])
+    """PATH for stages and tools: the venv, then this process's PATH."""
+    return os.pathsep.join([str(BIN), os.environ["PATH"]])
 
 
 def clean_env(**extra: str) -> dict:

@@ -19,6 +19,10 @@ import yaml
 from services import PYTHON, STAGES, ZEROLOOP, MlflowServer, free_port, kill_all, ray_env, ray_processes
 from zeroloop.pipeline.params import parse_params
 
+# one test process for the modules that start Ray clusters: two at once on two cores starve
+# each other's health checks
+pytestmark = pytest.mark.xdist_group("ray")
+
 BIN = Path(sys.executable).parent
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 

@@ -169,7 +169,7 @@ def test_a_quantised_net_is_kept_on_disk_for_other_processes_and_a_damaged_copy_
         NetworkEvaluator(game, other, "cpu", precision="int8")
     assert len(list((tmp_path / "int8").glob("*.onnx"))) == 2
     assert not kept[0].exists()
-    # a run capped to AVX2 (benchmarks/run_as.py) calibrates on other kernels: it keeps its own file
+    # a run capped to AVX2 (ONEDNN_MAX_CPU_ISA) calibrates on other kernels: it keeps its own file
     native = int8._cache_path("k")
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
     assert int8._cache_path("k") != native

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from services import WARM_BIN, ZEROLOOP, venv_path
+from services import ZEROLOOP, venv_path
 from zeroloop.pipeline.params import parse_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -308,10 +308,9 @@ def test_bad_generations_stop_make_repro_with_the_stages_one_line(tmp_path, case
     text = yaml.safe_dump(full, sort_keys=False) + "generations:\n" + BAD_GENERATIONS[case]
     (tmp_path / "params.yaml").write_text(text)
     # no DVC repository: were the check to pass, `dvc repro` would fail with a line of its own, not
-    # the check's; the warm server's `zeroloop` where it serves (the same command, without the imports)
-    bin_dir = Path(WARM_BIN[0] if WARM_BIN else Path(sys.executable).parent)
-    out = subprocess.run(["make", "-s", "repro", f"BIN={bin_dir}", "STAMP="], cwd=tmp_path,
-                         capture_output=True, text=True, timeout=120)
+    # the check's
+    out = subprocess.run(["make", "-s", "repro", f"BIN={Path(sys.executable).parent}", "STAMP="],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert out.returncode != 0
     lines = [x for x in out.stderr.strip().splitlines() if not x.startswith("make")]  # make's "*** Error 2"
     assert len(lines) == 1, out.stderr  # one line, nothing from DVC

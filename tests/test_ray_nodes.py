@@ -23,6 +23,10 @@ import yaml
 from services import STAGES, RayNodes, kill_all, ray_env, ray_processes
 from zeroloop.pipeline.params import parse_params
 
+# one test process for the modules that start Ray clusters: two at once on two cores starve
+# each other's health checks
+pytestmark = pytest.mark.xdist_group("ray")
+
 TINY = {
     "game": "connect4", "seed": 11,  # long enough games that a node dies while they are played
     "net": {"blocks": 1, "channels": 8, "value_hidden": 8},

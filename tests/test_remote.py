@@ -7,8 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from services import WARM_BIN
-
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -22,10 +20,8 @@ def _run(*cmd, cwd: Path) -> subprocess.CompletedProcess:
 
 
 def _pull(cwd: Path) -> subprocess.CompletedProcess:
-    """The recipe's `make pull`, with this interpreter's environment as the project's .venv (its
-    `zeroloop` run by the warm server where one serves: the same command, without the imports)."""
-    make_bin = WARM_BIN[0] if WARM_BIN else BIN
-    return subprocess.run(["make", "-s", "pull", f"BIN={make_bin}", "STAMP="], cwd=cwd, env=ENV,
+    """The recipe's `make pull`, with this interpreter's environment as the project's .venv."""
+    return subprocess.run(["make", "-s", "pull", f"BIN={BIN}", "STAMP="], cwd=cwd, env=ENV,
                           capture_output=True, text=True, timeout=120)
 
 

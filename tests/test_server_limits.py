@@ -14,6 +14,9 @@ import pytest
 
 from services import ZEROLOOP
 
+# the module's tests share the servers its fixtures start once: they run in one test process
+pytestmark = pytest.mark.xdist_group("server_limits")
+
 
 def _free_port() -> int:
     with socket.socket() as s:

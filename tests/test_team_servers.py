@@ -28,6 +28,9 @@ from services import (
     write_params,
 )
 
+# the module's tests share the servers its fixtures start once: they run in one test process
+pytestmark = pytest.mark.xdist_group("team_servers")
+
 TINY = {
     "game": "tictactoe", "seed": 5,
     "net": {"blocks": 1, "channels": 8, "value_hidden": 8},

@@ -15,6 +15,9 @@ from mlflow.tracking import MlflowClient
 from services import STAGES
 from zeroloop.pipeline.params import parse_params
 
+# the module's tests share the servers its fixtures start once: they run in one test process
+pytestmark = pytest.mark.xdist_group("tracking")
+
 TINY = {"game": "tictactoe", "net": {"blocks": 1, "channels": 8, "value_hidden": 8},
         "mcts": {"simulations": 4}, "selfplay": {"games": 40, "shard_games": 20},
         "train": {"epochs": 2, "batch_size": 16}, "runtime": {"workers": 1},

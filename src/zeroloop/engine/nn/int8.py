@@ -238,19 +238,19 @@ def _cache_path(key: str) -> Path | None:
     return folder / f"{h.hexdigest()[:40]}.onnx"
 
 
-#: environment variables that cap the instruction sets libraries use (``benchmarks/run_as.py``
-#: sets them to run as an AVX2 CPU, and puts a patched ONNX Runtime first on the path)
-ISA_VARIABLES = ("ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "FBGEMM_ENABLE_INSTRUCTIONS",
-                 "MKL_ENABLE_INSTRUCTIONS", "NUMBA_CPU_NAME", "NPY_DISABLE_CPU_FEATURES",
-                 "ZEROLOOP_ONNXRUNTIME_ISA")
+#: Environment variables that cap the instructions the CPU libraries use (oneDNN, PyTorch's own
+#: kernels, fbgemm, MKL, numba, numpy): a run under caps says so in its machine line, and keeps
+#: its own calibrated files.
+CAP_VARIABLES = ("ATEN_CPU_CAPABILITY", "FBGEMM_ENABLE_INSTRUCTIONS", "MKL_ENABLE_INSTRUCTIONS",
+                 "NPY_DISABLE_CPU_FEATURES", "NUMBA_CPU_NAME", "ONEDNN_MAX_CPU_ISA")
 
 
 def _platform_key() -> str:
     """The CPU's flags, the instruction-set caps in the environment and where
     ONNX Runtime loads from: a quantised model is calibrated by running the
     fp32 net, whose kernels differ by instruction set, so a cache shared by
-    machines (a home folder on a network share) or by an emulated AVX2 run and
-    a native one keeps a file for each."""
+    machines (a home folder on a network share) or by a run under instruction-set
+    caps and a native one keeps a file for each."""
     import importlib.util
     import platform
 
@@ -261,7 +261,7 @@ def _platform_key() -> str:
     except OSError:
         flags = platform.processor()
     spec = importlib.util.find_spec("onnxruntime")
-    caps = [os.environ.get(name, "") for name in ISA_VARIABLES]
+    caps = [os.environ.get(name, "") for name in CAP_VARIABLES]
     return repr((platform.machine(), flags, caps, spec.origin if spec else None))
 
 

@@ -13,6 +13,7 @@ from functools import cache
 import torch
 
 from zeroloop.engine.nn.inference import precision_name, resolve_device
+from zeroloop.engine.nn.int8 import CAP_VARIABLES
 
 #: The CPU flags that decide which inference paths are fast, oldest first.
 SPEED_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
@@ -43,15 +44,6 @@ def cpu_flags() -> tuple[str, ...]:
     except OSError:
         pass
     return ()
-
-
-#: Environment variables that cap the instructions the CPU libraries use (oneDNN, PyTorch's own
-#: kernels, fbgemm, MKL, numba, numpy), and the one that says ONNX Runtime runs as a copy patched to
-#: take an older CPU's kernels (benchmarks/isa_emulation.py sets them all): a run under caps says so
-#: in its machine line.
-CAP_VARIABLES = ("ATEN_CPU_CAPABILITY", "FBGEMM_ENABLE_INSTRUCTIONS", "MKL_ENABLE_INSTRUCTIONS",
-                 "NPY_DISABLE_CPU_FEATURES", "NUMBA_CPU_NAME", "ONEDNN_MAX_CPU_ISA",
-                 "ZEROLOOP_ONNXRUNTIME_ISA")
 
 
 def isa_caps() -> str:
