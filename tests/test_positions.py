@@ -2,7 +2,6 @@
 group boundaries, a grouped set that agrees with the solver, and per-group
 error rates in the evaluation."""
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -332,46 +331,6 @@ def test_a_model_replaced_while_it_is_measured_is_measured_as_it_was(tmp_path, m
     bad.write_bytes(models[2].read_bytes()[:-10])
     with pytest.raises(DamagedFileError, match="bad.pt: truncated"):
         evaluation.policy_and_search_moves(p, str(bad), states, workers=1)
-
-
-def test_a_killed_process_pinned_copies_are_swept_by_the_next(tmp_path, monkeypatch):
-    """A process killed inside a match leaves its private copies behind (no
-    ``with`` exit runs); the next PinnedModels deletes the folders of
-    processes that are gone, and keeps a living process's and any other."""
-    import signal
-    import subprocess
-    import tempfile
-
-    from zeroloop.engine.nn import NetConfig, PolicyValueNet
-    from zeroloop.pipeline.data.storage import save_model
-    from zeroloop.pipeline.matches import PinnedModels, pinned_prefix
-
-    model = tmp_path / "m.pt"
-    net = PolicyValueNet.for_game(C4, NetConfig(blocks=1, channels=8, value_hidden=8))
-    save_model(model, net, C4, meta={})
-    temp = tmp_path / "tmp"
-    temp.mkdir()
-    code = (f"import os, signal, tempfile; tempfile.tempdir = {str(temp)!r}\n"
-            "from zeroloop.pipeline.matches import PinnedModels\n"
-            f"PinnedModels().__enter__().local({str(model)!r}); os.kill(os.getpid(), signal.SIGKILL)"
-            )
-    killed = subprocess.Popen([sys.executable, "-c", code], stderr=subprocess.PIPE)
-    assert killed.wait() == -signal.SIGKILL, killed.stderr.read().decode()
-    left = list(temp.iterdir())  # the killed process's copy, named with its pid
-    assert len(left) == 1 and left[0].name.startswith(pinned_prefix(killed.pid))
-    assert [f.name for f in left[0].iterdir()] == ["0-m.pt"]
-    mine = temp / f"{pinned_prefix()}x"  # a living process's
-    elsewhere = temp / f"zeroloop-pinned-{killed.pid}-0123abcd-x"  # the same pid on another host
-    old = temp / "zeroloop-pinned-y"  # no pid in its name
-    for keep in (mine, elsewhere, old):
-        keep.mkdir()
-    monkeypatch.setattr(tempfile, "tempdir", str(temp))
-    with PinnedModels() as pins:
-        copy = Path(pins.local(str(model)))
-        assert copy.read_bytes() == model.read_bytes()
-        assert copy.parent.name.startswith(pinned_prefix())
-        assert not left[0].exists() and mine.exists() and elsewhere.exists() and old.exists()
-    assert not copy.parent.exists()
 
 
 @pytest.mark.parametrize("test_set", [False, True])

@@ -7,10 +7,7 @@ this module decides where they run and how players are built in a worker.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import socket
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -146,22 +143,23 @@ def match_tasks(game: Game, a: PlayerSpec, b: PlayerSpec, openings: list[list[in
 class PinnedModels:
     """Model files as a call's tasks get them, each read once, when first
     asked for (a damaged file fails there, naming it): where the backend's
-    tasks share this machine's files, a private copy, deleted when the
-    ``with`` block ends; else the bytes inside the task (Ray nodes with their
-    own disks). Either way every task of the call reads the bytes that were
-    there when it began, so a file replaced while the tasks run is measured
-    whole, as it was, never as a mix of two networks."""
+    tasks share this machine's files, a private copy in a temporary folder
+    that the ``with`` block owns and deletes; else the bytes inside the task
+    (:class:`~zeroloop.pipeline.data.storage.ShippedFile`, for Ray nodes with
+    their own disks). Either way every task of the call reads the bytes that
+    were there when it began, so a file replaced while the tasks run is
+    measured whole, as it was, never as a mix of two networks."""
 
     def __init__(self) -> None:
         self._copies: dict[str, str | ShippedFile] = {}
-        self._folder: str | None = None
+        self._folder: tempfile.TemporaryDirectory | None = None
 
     def __enter__(self) -> PinnedModels:
         return self
 
     def __exit__(self, *exc) -> None:
         if self._folder is not None:
-            shutil.rmtree(self._folder, ignore_errors=True)
+            self._folder.cleanup()
             self._folder = None
 
     def model(self, path: str) -> str | ShippedFile:
@@ -174,68 +172,14 @@ class PinnedModels:
     def local(self, path: str) -> str:
         """A private copy of ``path`` on this machine, whatever the backend."""
         if self._folder is None:
-            sweep_pinned_folders()
-            self._folder = tempfile.mkdtemp(prefix=pinned_prefix())
-        copy = Path(self._folder, f"{len(os.listdir(self._folder))}-{Path(path).name}")
+            self._folder = tempfile.TemporaryDirectory(prefix="zeroloop-models-")
+        copy = Path(self._folder.name, f"{len(os.listdir(self._folder.name))}-{Path(path).name}")
         copy.write_bytes(read_checked_model(path))
         return str(copy)
 
     def spec(self, spec: PlayerSpec) -> PlayerSpec:
         """``spec`` with its model file as the tasks get it."""
         return replace(spec, model=self.model(spec.model)) if isinstance(spec.model, str) else spec
-
-
-PINNED_PREFIX = "zeroloop-pinned-"
-
-
-def pinned_prefix(pid: int | None = None) -> str:
-    """The name a process's copies' folder starts with: ``zeroloop-pinned-PID-HOST-``,
-    HOST a hash of the host's name, so that a temporary directory shared with
-    another machine or container (whose process ids are not this one's) is
-    never swept of that one's folders."""
-    return f"{PINNED_PREFIX}{os.getpid() if pid is None else pid}-{_host_tag()}-"
-
-
-def _host_tag() -> str:
-    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
-
-
-def sweep_pinned_folders(root: str | None = None) -> list[str]:
-    """Delete the copies left by a process that ended without its ``with``
-    block's exit (a stage killed with SIGKILL or SIGTERM): the folders in
-    ``root`` (the temporary directory) named by :func:`pinned_prefix` on this
-    host whose process is gone. A living process's folder, another host's,
-    another user's (not ours to delete), or one of another name stays.
-    Returns the folders deleted."""
-    root = root or tempfile.gettempdir()
-    host = _host_tag()
-    gone = []
-    try:
-        names = os.listdir(root)
-    except OSError:
-        return gone
-    for name in names:
-        pid, _, rest = name[len(PINNED_PREFIX):].partition("-")
-        if (not name.startswith(PINNED_PREFIX) or not pid.isdigit() or not rest.startswith(host + "-")
-                or _alive(int(pid))):
-            continue
-        folder = os.path.join(root, name)
-        shutil.rmtree(folder, ignore_errors=True)
-        if not os.path.exists(folder):
-            gone.append(folder)
-    return gone
-
-
-def _alive(pid: int) -> bool:
-    if os.name != "posix":  # signal 0 asks only on POSIX
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process, or no way to ask: keep its folder
-        return True
-    return True
 
 
 def model_player(p: Params, path: str, name: str, match) -> PlayerSpec:
