@@ -164,23 +164,25 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
     random plies are (not trained on), so rules with a history (Go's superko)
     see the same game. An empty archive draws nothing: the games of p = 0.
 
-    ``timer``, when given, is charged the time of each part of the run
-    (:mod:`zeroloop.engine.timing`; ``on_game`` counts as records); give the
-    evaluator the same one to split its call into encoding, cache, batching
-    and network. The games are the same with a timer or without.
+    ``timer`` (one of the run's own when none is given) is charged the time
+    of each part of the run (:mod:`zeroloop.engine.timing`; ``on_game``
+    counts as records); give the evaluator the same one to split its call
+    into encoding, cache, batching and network. ``stats`` gets the search's
+    counts and the coarse split of this run's parts. The games are the same
+    with a timer or without.
     """
     if not seeds:
         return []
-    if timer is not None:
-        timer.start()
+    timer = timer if timer is not None else PartTimer()
+    timer.start()
+    before = dict(timer.seconds)
     schedule, cap, opening_plies = selfplay.schedule, selfplay.cap, selfplay.opening_plies
     archive_p = selfplay.archive_starts
     # position k of the archive is game j's ply k - ends[j], ends[j] <= k < ends[j + 1]
     ends = np.concatenate([[0], np.cumsum([len(a) for a in archive] if archive_p else [], dtype=np.int64)])
     slots = min(in_flight, len(seeds))
     mcts = BatchedMCTS(game, evaluator, config, slots, rng=np.random.default_rng(seeds[0]), timer=timer)
-    if timer is not None:
-        timer.lap("tree")
+    timer.lap("tree")
     running: dict[int, _Running] = {}
     done: dict[int, GameRecord] = {}
     waiting = iter(range(len(seeds)))
@@ -214,12 +216,10 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
                 if game.apply(state, action).outcome is not None:
                     break
                 unsearched(action)
-        if timer is not None:
-            timer.lap("rules")
+        timer.lap("rules")
         mcts.set_root(slot, state, rng=rng)
         running[slot] = rec
-        if timer is not None:
-            timer.lap("tree")
+        timer.lap("tree")
 
     for slot in range(slots):
         start(slot)
@@ -241,16 +241,14 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
             actions = chosen_moves(res, [mcts.root_state(slot).ply for slot in group],
                                    [schedule] * len(group),
                                    [running[slot].rng for slot in group])
-            if timer is not None:
-                timer.lap("move choice")
+            timer.lap("move choice")
             for j, (slot, action) in enumerate(zip(group, actions)):
                 rec = running[slot]
                 rec.actions.append(action)
                 rec.policies.append(res.policy[j].astype(np.float32))
                 rec.values.append(float(res.value[j]))
                 rec.full.append(is_full)
-                if timer is not None:
-                    timer.lap("records")
+                timer.lap("records")
                 new = mcts.advance(slot, action)  # charges its rules and tree
                 if new.outcome is not None:
                     finished.append((slot, new))
@@ -261,11 +259,11 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
             done[rec.index] = record
             if on_game is not None:
                 on_game(rec.index, record)
-            if timer is not None:
-                timer.lap("records")
+            timer.lap("records")
             start(slot)
     if stats is not None:
         stats.merge(mcts.stats)
+        stats.charge({part: timer.seconds[part] - before[part] for part in before})
     return [done[i] for i in range(len(seeds))]
 
 

@@ -4,13 +4,15 @@ A :class:`PartTimer` is handed to :func:`~zeroloop.engine.selfplay.play_selfplay
 to the :class:`~zeroloop.engine.search.BatchedMCTS` it builds, and to the
 evaluators (:class:`~zeroloop.engine.nn.FixedBatchEvaluator`, the network's or
 the constant one): each marks, at the end of a stretch of its work, which part
-that stretch was (:meth:`PartTimer.lap`). Code given no timer does no timing
-work at all beyond one ``timer is not None`` test per stretch, a few per batched
-search step (a step searches every game in flight), never per position: so the
-hooks cost nothing measurable when off, and the games are the same either way.
+that stretch was (:meth:`PartTimer.lap`). The laps are a few per batched search
+step (a step searches every game in flight), never per position, so they cost
+nothing measurable and the games are the same with a timer or without.
 
-The coarse split the pipeline logs (:class:`~zeroloop.engine.search.SearchStats`:
-network / tree / rules) is measured always and apart; this one refines it.
+It is the one timing mechanism of the search: self-play and the search make
+a timer of their own when given none, and the coarse split the pipeline logs
+(:class:`~zeroloop.engine.search.SearchStats`: network / tree / rules) is the
+sum of its parts (:meth:`~zeroloop.engine.search.SearchStats.charge`). An
+evaluator given no timer is charged to ``network`` as a whole.
 """
 
 from __future__ import annotations

@@ -17,7 +17,6 @@ PUCT maximises ``Q(s,a) + c(s) * P(s,a) * sqrt(N(s)) / (1 + N(s,a))`` with
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -38,7 +37,10 @@ Evaluator = Callable[[Sequence[State]], tuple[np.ndarray, np.ndarray]]
 
 @dataclass
 class SearchStats:
-    """Where search time went, in seconds, and how much work was done."""
+    """Where search time went, in wall seconds (the coarse split of a
+    :class:`~zeroloop.engine.timing.PartTimer`'s parts: ``network_s`` the
+    encoding, cache, batching and network call; ``tree_s`` the tree;
+    ``rules_s`` the rules), and how much work was done."""
 
     network_s: float = 0.0
     tree_s: float = 0.0
@@ -53,6 +55,13 @@ class SearchStats:
         for f in ("network_s", "tree_s", "rules_s", "simulations", "evaluations", "calls", "cache_hits",
                   "network_rows"):
             setattr(self, f, getattr(self, f) + getattr(other, f))
+
+    def charge(self, seconds: dict[str, float]) -> None:
+        """Add a :class:`~zeroloop.engine.timing.PartTimer`'s ``seconds`` (or
+        the difference of two of its readings) to the coarse split."""
+        self.network_s += sum(seconds[k] for k in ("encoding", "cache", "batching", "network"))
+        self.tree_s += seconds["tree"]
+        self.rules_s += seconds["rules"]
 
 
 def kernel_params(config: SearchConfig, *, self_play: bool) -> K.Params:
@@ -130,9 +139,9 @@ class BatchedMCTS:
     ``config.simulations`` simulations in some slots at once, and
     :meth:`advance` after a move to keep the played subtree.
 
-    ``timer``, when given, is charged the search's parts (tree, rules,
-    batching, network: :mod:`zeroloop.engine.timing`); give the evaluator the
-    same one to split the network call further.
+    ``timer`` is charged the search's parts (tree, rules, batching, network:
+    :mod:`zeroloop.engine.timing`; a timer of its own when none is given);
+    give the evaluator the same one to split the network call further.
     """
 
     def __init__(self, game: Game, evaluator: Evaluator, config: SearchConfig,
@@ -140,7 +149,7 @@ class BatchedMCTS:
                  pool_size: int | None = None, timer: PartTimer | None = None) -> None:
         self.game, self.evaluator, self.config = game, evaluator, config
         self._legal_masks = batched_legal_masks(game)
-        self.timer = timer
+        self.timer = timer if timer is not None else PartTimer()
         self.num_slots = num_slots
         self.rng = rng
         # each slot draws its root noise and rollouts from its own generator (self-play gives every
@@ -200,14 +209,12 @@ class BatchedMCTS:
         """
         timer = self.timer
         state = self.game.apply(self.root_state(slot), action)
-        if timer is not None:
-            timer.lap("rules")
+        timer.lap("rules")
         if state.outcome is not None:
             self._active[slot] = False
         else:
             self._keep_subtree(slot, action, state)
-        if timer is not None:
-            timer.lap("tree")
+        timer.lap("tree")
         return state
 
     def _keep_subtree(self, slot: int, action: int, state: State) -> None:
@@ -250,8 +257,7 @@ class BatchedMCTS:
         for g in slots_arr[self.slots.used[slots_arr] - slots_arr * self.cap + sims > self.cap].tolist():
             self.set_root(g, self.root_state(g))  # no room left for this search: a fresh tree
         params = kernel_params(self.config, self_play=add_noise)
-        if timer is not None:
-            timer.lap("tree")
+        timer.lap("tree")
         self._expand_new_roots(slots_arr, params)
         if params.gumbel:
             self._start_halving(slots_arr, sims, add_noise)
@@ -262,14 +268,11 @@ class BatchedMCTS:
         self.slots.remaining[slots_arr] = sims
         paths = self._paths
         while self.slots.remaining[slots_arr].sum() > 0:
-            t0 = time.perf_counter()
             n = K.select_leaves(self.tree, self.slots, slots_arr, params, self.gumbel, paths)
-            self.stats.tree_s += time.perf_counter() - t0
             if n:
                 parents = paths.nodes[np.arange(n), paths.length[:n] - 1]
                 actions = paths.actions[np.arange(n), paths.length[:n] - 1]
-                if timer is not None:
-                    timer.lap("tree")
+                timer.lap("tree")
                 self._evaluate_leaves(n, parents, actions, params)
         self.stats.simulations += sims * len(slots_arr)
         res = self._root_result(slots_arr)
@@ -281,8 +284,7 @@ class BatchedMCTS:
                 scale = root_scale(self.tree.node_n[root], params)
                 kept = pruned_visits(res.visits[j], res.q[j], self.tree.prior[root], scale, params.forced_k)
                 res.policy[j] = kept / kept.sum()
-        if timer is not None:
-            timer.lap("tree")
+        timer.lap("tree")
         return res
 
     def _start_halving(self, slots: np.ndarray, sims: int, add_noise: bool) -> None:
@@ -332,15 +334,12 @@ class BatchedMCTS:
             priors, values, masks = self._evaluate([self.states[r] for r in leaves], fresh)
         else:
             priors, values, masks = self._evaluate(rows=leaves)
-        t1 = time.perf_counter()
         paths = self._paths
         paths.leaf[: len(fresh)] = leaves
         paths.length[: len(fresh)] = 0
         terminal = np.zeros(len(fresh), np.bool_)
         K.expand_and_backup(self.tree, paths, params, len(fresh), terminal, values, priors, masks)
-        self.stats.tree_s += time.perf_counter() - t1
-        if self.timer is not None:
-            self.timer.lap("tree")
+        self.timer.lap("tree")
 
     def _evaluate(self, states: list[State] | None = None, slots: Sequence[int] = (),
                   rows: np.ndarray | None = None):
@@ -348,31 +347,22 @@ class BatchedMCTS:
         positions: ``states`` (``slots[i]``: the slot ``states[i]`` belongs to),
         or the rows ``rows`` of :attr:`pos`."""
         game, timer = self.game, self.timer
-        t0 = time.perf_counter()
         masks = self._legal_masks(states) if rows is None else game.legal_rows(self.pos, rows)
-        if timer is not None:
-            timer.lap("rules")
-        t1 = time.perf_counter()
+        timer.lap("rules")
         if rows is None:
             priors, values = self.evaluator(states)
         else:
             priors, values = self.evaluator.evaluate_rows(self.pos, rows)
-        t2 = time.perf_counter()
-        if timer is not None:  # what an evaluator given the timer did not charge itself
-            timer.lap("network")
+        timer.lap("network")
         priors = K.masked_priors(np.ascontiguousarray(priors, dtype=np.float32), masks)
         values = np.asarray(values, dtype=np.float32).reshape(-1)
-        if timer is not None:
-            timer.lap("batching")
+        timer.lap("batching")
         if self.config.rollout_mix > 0:  # never over rows (see __init__)
             lam = self.config.rollout_mix
             z = np.array([random_rollout(game, s, self.slot_rng[g]) for s, g in zip(states, slots)],
                          np.float32)
             values = (1 - lam) * values + lam * z
-            if timer is not None:
-                timer.lap("rules")
-        self.stats.rules_s += (t1 - t0) + (time.perf_counter() - t2)
-        self.stats.network_s += t2 - t1
+            timer.lap("rules")
         self.stats.evaluations += len(masks)
         self.stats.calls += 1
         return priors, values, masks
@@ -384,7 +374,6 @@ class BatchedMCTS:
             self._evaluate_leaf_rows(n, parents, actions, params)
             return
         game, leaves, slot_of, timer = self.game, self._paths.leaf, self._paths.slot, self.timer
-        t0 = time.perf_counter()
         apply, states = game.apply, self.states
         new = [apply(states[p], a) for p, a in zip(parents.tolist(), actions.tolist())]
         for leaf, s in zip(leaves[:n].tolist(), new):
@@ -399,27 +388,21 @@ class BatchedMCTS:
         A = game.num_actions
         priors = np.zeros((n, A), dtype=np.float32)
         masks = np.zeros((n, A), dtype=np.bool_)
-        self.stats.rules_s += time.perf_counter() - t0
-        if timer is not None:
-            timer.lap("rules")
+        timer.lap("rules")
         if live_states:
             p, v, m = self._evaluate(live_states, live_slots)
             priors[live_idx], values[live_idx], masks[live_idx] = p, v, m
-            if timer is not None:
-                timer.lap("batching")
+            timer.lap("batching")
         self._expand(n, params, terminal, values, priors, masks)
 
     def _evaluate_leaf_rows(self, n: int, parents: np.ndarray, actions: np.ndarray, params: K.Params) -> None:
         """:meth:`_evaluate_leaves` over rows: the leaves applied, checked and
         evaluated as arrays."""
         timer, leaves = self.timer, self._paths.leaf[:n]
-        t0 = time.perf_counter()
         outcome = self.game.apply_rows(self.pos, parents, actions, leaves)
         terminal = ~np.isnan(outcome)
         live = np.flatnonzero(~terminal)
-        self.stats.rules_s += time.perf_counter() - t0
-        if timer is not None:
-            timer.lap("rules")
+        timer.lap("rules")
         if len(live) == n:  # no game ended: every leaf evaluated
             priors, values, masks = self._evaluate(rows=leaves)
         else:
@@ -428,18 +411,14 @@ class BatchedMCTS:
             masks = np.zeros((n, self.game.num_actions), dtype=np.bool_)
             if len(live):
                 priors[live], values[live], masks[live] = self._evaluate(rows=leaves[live])
-        if timer is not None:
-            timer.lap("batching")
+        timer.lap("batching")
         self._expand(n, params, terminal, values, priors, masks)
 
     def _expand(self, n: int, params: K.Params, terminal: np.ndarray, values: np.ndarray, priors: np.ndarray,
                 masks: np.ndarray) -> None:
         """Store the ``n`` leaves' evaluations and back their values up."""
-        t1 = time.perf_counter()
         K.expand_and_backup(self.tree, self._paths, params, n, terminal, values, priors, masks)
-        self.stats.tree_s += time.perf_counter() - t1
-        if self.timer is not None:
-            self.timer.lap("tree")
+        self.timer.lap("tree")
 
     def _add_noise(self, slot: int) -> None:
         root, prior = self.slots.root[slot], self.tree.prior
