@@ -394,7 +394,7 @@ def _undo_virtual_loss(tree, paths, row, depth, vloss):
 def select_leaves(tree, slots, searched, params, gumbel, paths):
     """Descend from the root of each slot in ``searched`` and reserve up to
     ``params.leaves_per_slot`` new leaves per slot, each move by the selection
-    rule (:func:`~zeroloop.engine.search.selection.select_action`) under
+    rule (:func:`select_action`) under
     virtual loss. Terminal nodes reached on the way are backed up at once (a
     finished simulation that needs no network call); a descent that runs into
     a leaf reserved earlier in this step is a collision and is undone.

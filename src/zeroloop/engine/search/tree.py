@@ -6,7 +6,7 @@ new leaves go to the evaluator in one call. Tree statistics live in the arrays
 of one :class:`~zeroloop.engine.search.kernels.Tree`, updated by the numba
 kernels of :mod:`zeroloop.engine.search.kernels`; the move a descent follows at
 a node is the selection rule's, PUCT or Gumbel
-(:mod:`zeroloop.engine.search.selection`); game rules and the evaluator stay in
+(:func:`~zeroloop.engine.search.kernels.select_action`); game rules and the evaluator stay in
 Python.
 
 PUCT maximises ``Q(s,a) + c(s) * P(s,a) * sqrt(N(s)) / (1 + N(s,a))`` with
