@@ -23,8 +23,9 @@ played per CPU-second), network rows, cache hits; a table of microseconds per
 simulation and share of each part per net; the network's share; the coarse
 split the pipeline logs (:class:`~zeroloop.engine.search.SearchStats`) as a
 cross-check; each net's simulations/s as a ratio to the first; and the first
-net played again with no timer (the same seeds and rounds): whether the games
-were the same, and what the timer's own laps cost.
+net played again with an evaluator given no timer (the same seeds and rounds;
+the search keeps its own): whether the games were the same, and what the
+evaluator's laps cost.
 
     python benchmarks/selfplay_ceiling.py [--nets const,5x64] [--game connect4] [--sims 64]
         [--games 256] [--in-flight 128] [--eval-batch 32] [--cache 100000]
@@ -225,9 +226,9 @@ def report(runs: list[Run], check: Run | None) -> None:
                   f"rows {speed:.3f}x the simulations/s")
     if check is not None:
         same = check.actions == base.actions
-        print(f"timer off, {base.label} again ({check.rounds} round(s), same seeds): same games: "
+        print(f"evaluator untimed, {base.label} again ({check.rounds} round(s), same seeds): same games: "
               f"{'yes' if same else 'NO'}; simulations/s {check.stats.simulations / check.wall:,.0f}, "
-              f"the timer's laps cost {base.wall / check.wall - 1:+.1%} of the wall")
+              f"the evaluator's laps cost {base.wall / check.wall - 1:+.1%} of the wall")
 
 
 def main() -> None:
@@ -261,7 +262,7 @@ def main() -> None:
                    help="the nets' number format (default auto: what runtime.precision: auto picks here)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-timer-check", action="store_true",
-                   help="skip playing the first net again without a timer")
+                   help="skip playing the first net again with an untimed evaluator")
     a = p.parse_args()
     for name in ("games", "sims", "in_flight", "eval_batch", "shard_games"):
         if getattr(a, name) < 1:

@@ -37,7 +37,7 @@ SMOKE = {
          "network share (the network call, of self-play's wall): const ", "coarse split (SearchStats",
          "ratio to const (simulations/s, this run): 1x8 int8 ",
          "1x8 int8 states against 1x8 int8 (over rows): same games: yes (the first 3)",
-         "timer off, const again (1 round(s), same seeds): same games: yes"]),
+         "evaluator untimed, const again (1 round(s), same seeds): same games: yes"]),
     "precision_match.py": (
         ["--games", "2", "--sims", "2", "--workers", "1"],
         ["machine: network int8", "int8 against fp32: score", "pairs scoring 0, 1/4, 1/2, 3/4, 1"]),
