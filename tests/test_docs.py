@@ -1,7 +1,9 @@
 """The documentation site: it builds strictly, its params.yaml reference covers
 every key of params.yaml, the presets and the schema, development.md's code
-layout matches the tree, and every figure the README and the home page quote is
-the figure of the docs page they cite."""
+layout matches the tree, every figure the README and the home page quote is
+the figure of the docs page they cite, and the first screens stay short: no
+large table on the README's first screen or the home page, the result pages
+under 300 lines, the lab out of the navigation."""
 
 from __future__ import annotations
 
@@ -177,6 +179,24 @@ def table(markdown: str, header: str) -> list[str]:
     return rows
 
 
+def tables(lines: list[str]) -> list[list[str]]:
+    """Every markdown table in ``lines`` outside code blocks, as its body rows."""
+    found, fenced, i = [], False, 0
+    while i < len(lines):
+        if lines[i].lstrip().startswith("```"):
+            fenced = not fenced
+        elif (not fenced and lines[i].startswith("|") and i + 1 < len(lines)
+              and re.fullmatch(r"\|(\s*:?-+:?\s*\|)+", lines[i + 1].strip())):
+            rows, i = [], i + 2
+            while i < len(lines) and lines[i].startswith("|"):
+                rows.append(lines[i])
+                i += 1
+            found.append(rows)
+            continue
+        i += 1
+    return found
+
+
 def first_cell(row: str) -> str:
     return row.split("|")[1].strip()
 
@@ -200,24 +220,27 @@ def paragraph_with(markdown: str, link: str) -> str:
     return next(p for p in markdown.split("\n\n") if link in p)
 
 
-MACHINES_HEADER = "| machine | CPU | ISA |"
+def sentence_with(markdown: str, link: str) -> str:
+    """The sentence that holds ``link`` (a sentence ends at a full stop before a capital)."""
+    return next(s for s in re.split(r"(?<=\.)\s+(?=[A-Z])", paragraph_with(markdown, link)) if link in s)
+
+
+#: the cited pages' result sections: what `make repro` takes, and what its champion reaches
+RESULTS = {"speed.md#the-results": "docs/speed.md", "strength.md#the-results": "docs/strength.md"}
 
 
 def misquoted(page: str, docs: str) -> list[str]:
     """Every figure of ``page``'s opening (the README's or the home page's) that
-    the page it cites does not give: the table of machines against speed.md's
-    table of the default run per machine, the strength line against
-    strength.md's results. ``docs`` is the prefix of a docs link on that page."""
-    speed = section((ROOT / "docs" / "speed.md").read_text(), "## The default run, per machine")
-    results = section((ROOT / "docs" / "strength.md").read_text(), "## The results")
-    assert f"({docs}speed.md#the-default-run-per-machine)" in page
-    rows = table(page, MACHINES_HEADER)
-    assert len(rows) >= 2, "the table of machines has gone"
-    wrong = misquoted_rows(rows, table(speed, MACHINES_HEADER))
-    line = paragraph_with(page, f"({docs}strength.md#the-results)")
-    lacking = figures(line) - figures(results)
-    if lacking:
-        wrong.append(f"{line!r}: {sorted(lacking)} not in strength.md's results")
+    the page it cites does not give: the sentence on how long `make repro`
+    takes against speed.md's results, the one on its champion against
+    strength.md's. ``docs`` is the prefix of a docs link on that page."""
+    wrong = []
+    for link, path in RESULTS.items():
+        cited = section((ROOT / path).read_text(), "## The results")
+        line = sentence_with(page, f"({docs}{link})")
+        lacking = figures(line) - figures(cited)
+        if lacking:
+            wrong.append(f"{line!r}: {sorted(lacking)} not in {path}'s results")
     return wrong
 
 
@@ -236,20 +259,59 @@ def test_the_home_page_quotes_the_figures_of_the_pages_it_cites():
 
 def test_a_figure_changed_in_the_readme_is_caught():
     readme = (ROOT / "README.md").read_text()
-    row = table(readme, MACHINES_HEADER)[0]
-    number = sorted(figures(row) - {"2026"})[0]
+    for link, old, new in [("(docs/speed.md#the-results)", "45-70", "45-75"),
+                           ("(docs/strength.md#the-results)", "2.5%", "2.6%")]:
+        line = sentence_with(readme, link)
+        assert old in line
+        assert len(misquoted(readme.replace(line, line.replace(old, new)), "docs/")) == 1
+    row = table(section(readme, "## Presets"), "| preset |")[0]
+    number = sorted(figures(row))[0]
     changed = readme.replace(row, row.replace(number, number + "1", 1))
-    assert len(misquoted(changed, "docs/")) == 1
-    line = paragraph_with(readme, "(docs/strength.md#the-results)")
-    assert len(misquoted(readme.replace(line, line.replace("4.2%", "4.3%")), "docs/")) == 1
+    presets = table((ROOT / "docs" / "presets.md").read_text(), "| preset |")
+    assert len(misquoted_rows(table(section(changed, "## Presets"), "| preset |"), presets)) == 1
 
 
 def test_the_readme_links_into_the_docs_at_headings_that_exist():
     """mkdocs checks the site's anchors; the README is not in the site."""
     from markdown.extensions.toc import slugify
 
-    links = re.findall(r"\]\(docs/([\w-]+\.md)#([^)]+)\)", (ROOT / "README.md").read_text())
+    links = re.findall(r"\]\(docs/([\w/-]+\.md)#([^)]+)\)", (ROOT / "README.md").read_text())
     assert links, "the README links to no heading"
     for page, anchor in links:
         headings = re.findall(r"^#+ (.+)$", (ROOT / "docs" / page).read_text(), flags=re.M)
         assert anchor in {slugify(h.replace("`", ""), "-") for h in headings}, f"docs/{page}#{anchor}"
+
+
+# The first screens: a newcomer reads the product, the lab is one link away.
+
+def test_the_first_screens_hold_no_large_table():
+    """No table of more than 4 rows in the README's first 45 lines or on the
+    docs' home page (a table of machines belongs in the lab)."""
+    readme = (ROOT / "README.md").read_text().splitlines()[:45]
+    home = (ROOT / "docs" / "index.md").read_text().splitlines()
+    for name, lines in [("README.md", readme), ("docs/index.md", home)]:
+        large = [rows for rows in tables(lines) if len(rows) > 4]
+        assert large == [], f"{name}: a table of {len(large[0])} rows on the first screen"
+
+
+def test_a_large_table_on_the_first_screen_is_caught():
+    lines = ["# x", "", "| a | b |", "|---|---|", *[f"| {i} | {i} |" for i in range(5)], "", "```",
+             "| not | a table |", "```"]
+    assert [len(rows) for rows in tables(lines)] == [5]
+
+
+@pytest.mark.parametrize("page", ["speed.md", "strength.md", "development.md"])
+def test_a_result_page_stays_short_and_opens_with_its_results(page):
+    text = (ROOT / "docs" / page).read_text()
+    assert len(text.splitlines()) < 300, f"docs/{page}: the rest belongs in docs/lab/"
+    first = re.findall(r"^## (.+)$", text, flags=re.M)[0]
+    assert first == {"development.md": "Three layers"}.get(page, "The results")
+
+
+def test_the_lab_is_one_line_from_the_home_page_and_out_of_the_navigation():
+    home = (ROOT / "docs" / "index.md").read_text().splitlines()
+    assert len([line for line in home if "](lab/" in line]) == 1
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    assert "lab/" in config["not_in_nav"].split()
+    assert "lab/" not in yaml.safe_dump(config["nav"])
+    assert (ROOT / "docs" / "lab" / "notebook.md").is_file()
