@@ -4,9 +4,9 @@ call (BatchNorm folded, at the pipeline's precision, a batch of
 where the trainer uses it, a batch of ``train.batch_size``), per net as
 positions/s, training samples/s and FLOPs per position (counted, not timed),
 and each as a ratio to the first net listed. An ablation of net size at an
-equal CPU budget sets its game count from these ratios (docs/strength.md,
+equal CPU budget sets its game count from these ratios (docs/lab/notebook.md,
 round 13); the families of ``net.kind`` (resnet, gpool, mlp) are compared the
-same way (docs/speed.md).
+same way (docs/lab/speed-log.md).
 
 The network call is self-play's own (:class:`~zeroloop.engine.nn.inference.NetworkEvaluator`),
 the step the trainer's loss (:func:`~zeroloop.pipeline.training.module.alphazero_loss`), on

@@ -3,7 +3,7 @@
 `make setup` runs it with the venv's own Python: ``python deploy/install.py
 solver,dev,postgres,auth``. It installs with uv (from PyPI, into the venv),
 which resolves and downloads in parallel: a fresh venv in about 20-30 s where
-pip takes 60-100 s (docs/development.md). uv does not read pip's
+pip takes 60-100 s (docs/lab/suite-timings.md). uv does not read pip's
 configuration, so the settings that decide *which* files are installed are
 carried over from ``pip config list`` (the environment's ``PIP_*`` variables
 included): find-links, constraints, the index and extra indexes, no-index,

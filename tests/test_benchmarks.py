@@ -15,11 +15,6 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 # script -> (tiny arguments, lines its output must contain)
 SMOKE = {
-    "inference_options.py": (
-        ["--seconds", "0.05", "--batches", "1,2", "--positions", "0", "--only",
-         "BN folded,BN folded + ORT int8 trunk", "--search", "1", "--sims", "4"],
-        ["eager fp32", "BN folded", "max dprior", "ORT int8 trunk", "move error on 6 Pons positions",
-         "int8  raw"]),
     "selfplay_throughput.py": (
         ["--workers", "1", "--games", "3", "--sims", "4", "--shard-games", "2", "--in-flight", "2",
          "--eval-batch", "4", "--model", "random", "--net", "mlp:1x8", "--warmup", "0.1",

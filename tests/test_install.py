@@ -43,7 +43,7 @@ def test_no_index_and_an_own_index_carry_over():
 def test_the_installed_venv_is_the_one_this_suite_runs_in():
     """The suite runs in what `make setup` installed: torch as pinned, with its bytecode
     compiled (without it every stage's imports took twice as long where
-    PYTHONDONTWRITEBYTECODE is set: docs/development.md). Found, not imported: a new
+    PYTHONDONTWRITEBYTECODE is set: docs/lab/suite-timings.md). Found, not imported: a new
     interpreter importing them was 6 CPU-s of the suite."""
     from importlib.metadata import version
 

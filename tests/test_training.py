@@ -307,7 +307,7 @@ def test_channels_last_training_is_stored_in_the_default_layout_and_matches_nchw
 
 
 def test_channels_last_applies_on_the_cpu_only():
-    """cuDNN trained the 5x64 net at 0.64x in channels-last on an H100 (docs/speed.md): a GPU
+    """cuDNN trained the 5x64 net at 0.64x in channels-last on an H100 (docs/lab/gpu-loans.md): a GPU
     trains NCHW whatever ``train.channels_last`` says; the CPU follows it."""
     from zeroloop.pipeline.training.module import channels_last_on, lightning_device
 

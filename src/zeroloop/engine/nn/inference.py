@@ -100,7 +100,7 @@ def fast_int8(device: torch.device) -> bool:
     """Whether ``precision: auto`` runs int8 on ``device``: a CPU whose vector
     code PyTorch runs at AVX2 or better (so x86-64; an ``ATEN_CPU_CAPABILITY``
     cap counts), with ONNX Runtime installed. Measured there: the fastest
-    option, with the move error of fp32 (docs/speed.md)."""
+    option, with the move error of fp32 (docs/lab/speed-log.md)."""
     if device.type != "cpu" or torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
         return False
     from zeroloop.engine.nn.int8 import available

@@ -14,7 +14,7 @@ integer part gives the same numbers on every x86 CPU.
 
 Why ONNX Runtime rather than PyTorch's own int8 (fbgemm / oneDNN): on the same
 CPU (a Zen 4), at the self-play batch, it ran 3.5x eager fp32 against 2.2x,
-with less drift (``benchmarks/inference_options.py``, docs/speed.md).
+with less drift (docs/lab/speed-log.md; ``benchmarks/inference_options.py`` measured it until issue 92).
 """
 
 from __future__ import annotations

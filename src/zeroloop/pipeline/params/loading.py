@@ -60,7 +60,7 @@ REPLACED = {"gate.sprt.elo0": _CENTRED, "gate.sprt.elo1": _CENTRED,
 
 
 #: options that lost their ablation and left the code, with the round that measured them
-#: (docs/notebook.md); the last commit with a key's code is REMOVED_AT's, else ISSUE_50_AT (the last
+#: (docs/lab/notebook.md); the last commit with a key's code is REMOVED_AT's, else ISSUE_50_AT (the last
 #: commit with all of issue 50's removals)
 ISSUE_50_AT = "cdcab39"
 _ROUND_22 = "the area as an ownership target measured level on Go 7x7 in round 22 of the lab notebook"

@@ -124,7 +124,7 @@ class _NetSection(ConfigSection):
 
 
 # the pipeline's net: the 3x48 ResNet with global pooling, which beat the 5x64 (the engine's NetConfig
-# default) at its CPU on two seeds (docs/notebook.md, round 32) and runs twice its generations, with
+# default) at its CPU on two seeds (docs/lab/notebook.md, round 32) and runs twice its generations, with
 # AlphaZero.jl's Connect Four heads (4 policy, 32 value channels: round 58)
 NetParams = config_section(NetConfig, "NetParams", defaults={"kind": "gpool", "blocks": 3, "channels": 48,
                                                              "policy_channels": 4, "value_channels": 32},

@@ -12,7 +12,7 @@ def flush_denormals() -> bool:
     """Compute denormal floats as zero (x86's flush-to-zero and denormals-are-zero) in this
     thread and in the threads it starts from now on. Weights that decay under L2 can turn
     denormal, and on a CPU each operation on one is about 10x slower: round 34's batch-128
-    runs trained up to 2.3x slower a generation for it (docs/notebook.md). The default's runs
+    runs trained up to 2.3x slower a generation for it (docs/lab/notebook.md). The default's runs
     hold no denormal weights and train to the same bytes either way. Returns whether every
     thread of a parallel operation flushed (False: the CPU cannot, or a thread pool started
     before this call and keeps its own setting)."""

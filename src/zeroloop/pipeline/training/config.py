@@ -56,7 +56,7 @@ class TrainConfig:
         averaged weights).
     channels_last: train in the channels-last (NHWC) memory layout on the CPU, which
         oneDNN's convolutions run faster on CPUs (training samples/s 1.36x on
-        a Zen 4, 1.16x on a Zen 3 with AVX2 only: docs/speed.md); false: the default
+        a Zen 4, 1.16x on a Zen 3 with AVX2 only: docs/lab/speed-log.md); false: the default
         NCHW layout, as zeroloop trained before, for byte-identical reruns of
         earlier runs. The saved network is the same either way up to
         floating-point rounding; it is stored in the default layout. A GPU

@@ -198,7 +198,7 @@ def lightning_device(device: str) -> tuple[str, int | list[int]]:
 def channels_last_on(optim: TrainConfig, accelerator: str, net: PolicyValueNet | None = None) -> bool:
     """Whether training runs channels-last: ``train.channels_last`` on the CPU, where
     oneDNN's convolutions run faster in it; never on a GPU, where cuDNN ran the 5x64 net's
-    raw training loop at 0.64x NCHW's speed on an H100 (docs/speed.md), nor for a ``net``
+    raw training loop at 0.64x NCHW's speed on an H100 (docs/lab/gpu-loans.md), nor for a ``net``
     without convolutions (an MLP flattens the planes: the layout would only cost a copy)."""
     return optim.channels_last and accelerator == "cpu" and (net is None or net.convolutional)
 
