@@ -76,6 +76,7 @@ def _gpu_check(tmp_path, env):
                           capture_output=True, text=True, timeout=300, env=env)
 
 
+@pytest.mark.slow
 def test_gpu_check_prepares_its_run_on_the_cpu(tmp_path):
     """benchmarks/gpu_check.sh, the GPU checks prepared for a lent machine, with
     its cheap steps on the CPU: it names the machine and makes the scratch
@@ -99,6 +100,7 @@ def test_gpu_check_prepares_its_run_on_the_cpu(tmp_path):
     assert (run / "dvc.yaml").is_file() and not (run / ".venv").exists()
 
 
+@pytest.mark.slow
 def test_gpu_check_refuses_a_wrong_params_key(tmp_path):
     """A step that fails says so, and the check as a whole fails."""
     env = {**os.environ, "GPU_CHECK_STEPS": "params", "GPU_CHECK_DEVICE": "tpu", "PYTHON": sys.executable,
@@ -108,6 +110,7 @@ def test_gpu_check_refuses_a_wrong_params_key(tmp_path):
     assert "tpu" in out.stdout + out.stderr
 
 
+@pytest.mark.slow
 def test_gpu_wheels_help():
     out = subprocess.run(["bash", str(BENCHMARKS / "gpu_wheels.sh"), "--help"], capture_output=True,
                          text=True)
@@ -118,6 +121,7 @@ def test_gpu_wheels_help():
 
 
 @pytest.mark.parametrize("script", sorted(SMOKE))
+@pytest.mark.slow
 def test_benchmark_runs_with_tiny_settings(script):
     args, expected = SMOKE[script]
     out = subprocess.run([*PYTHON, str(BENCHMARKS / script), *args], capture_output=True, text=True,
@@ -127,6 +131,7 @@ def test_benchmark_runs_with_tiny_settings(script):
         assert line in out.stdout, f"{script}: no {line!r} in\n{out.stdout}"
 
 
+@pytest.mark.slow
 def test_selfplay_ceiling_refuses_a_net_it_does_not_know():
     out = subprocess.run([*PYTHON, str(BENCHMARKS / "selfplay_ceiling.py"), "--nets", "const,mlp9"],
                          capture_output=True, text=True, timeout=300)
@@ -134,6 +139,7 @@ def test_selfplay_ceiling_refuses_a_net_it_does_not_know():
     assert "--nets 'mlp9': expected const" in out.stderr
 
 
+@pytest.mark.slow
 def test_net_sizes_refuses_a_device_it_does_not_know():
     out = subprocess.run([*PYTHON, str(BENCHMARKS / "net_sizes.py"), "--device", "tpu", "--nets",
                           "1x8"], capture_output=True, text=True, timeout=300)

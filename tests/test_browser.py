@@ -79,6 +79,7 @@ def _stones(page) -> int:
     return page.locator("#board .cell[data-stone]").count()
 
 
+@pytest.mark.slow
 def test_play_a_whole_game_by_clicking(server, page, tmp_path):
     url, _ = server
     page.goto(url)
@@ -128,6 +129,7 @@ def test_play_a_whole_game_by_clicking(server, page, tmp_path):
     assert _stones(page) == 0
 
 
+@pytest.mark.slow
 def test_step_through_a_recorded_game(server, page):
     url, _ = server
     page.goto(url)
@@ -218,6 +220,7 @@ def mlflow_ui(pipeline_store):
             proc.wait(timeout=30)
 
 
+@pytest.mark.slow
 def test_make_ui_opens_on_the_pipeline_runs_with_their_source(mlflow_ui, page, tmp_path):
     """A fresh profile (no workflow type remembered) lands on the runs table in
     Model training mode, not on the GenAI overview; the pipeline run's Source

@@ -113,6 +113,7 @@ def _post(url: str, body: dict) -> tuple[int, dict]:
         return exc.code, json.loads(exc.read())
 
 
+@pytest.mark.slow
 def test_mlflow_models_serve_answers_invocations(champions, tmp_path):
     uri, _ = champions
     port = free_port()

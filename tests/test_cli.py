@@ -3,6 +3,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from services import PYTHON
@@ -16,6 +17,7 @@ def run_cli(*args, stdin=""):
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_analyse_answers_good_lines_and_reports_bad_ones():
     lines = ["4453", "", "44444444", "4x8", "1122334", "112233"]
     out = run_cli("analyse", "--game", "connect4", "--sims", "64", stdin="\n".join(lines) + "\n")
@@ -36,6 +38,7 @@ def test_analyse_answers_good_lines_and_reports_bad_ones():
     assert answers[5]["move"] == "4"  # the win in one is found even with a random net
 
 
+@pytest.mark.slow
 def test_analyse_with_a_model_file(tmp_path):
     game = make_game("tictactoe")
     torch.manual_seed(0)
@@ -49,6 +52,7 @@ def test_analyse_with_a_model_file(tmp_path):
     assert "occupied" in b["error"]
 
 
+@pytest.mark.slow
 def test_analyse_with_a_model_file_of_another_kind(tmp_path):
     """An MLP's model file plays as a resnet's does: nothing to say on the command line."""
     game = make_game("tictactoe")
@@ -61,6 +65,7 @@ def test_analyse_with_a_model_file_of_another_kind(tmp_path):
     assert answer["move"] == "3" and sum(answer["visits"].values()) == 50
 
 
+@pytest.mark.slow
 def test_analyse_bad_arguments_exit_2_with_a_message(tmp_path):
     out = run_cli("analyse", "--game", "chess")
     assert out.returncode == 2 and "unknown game 'chess'" in out.stderr
@@ -75,6 +80,7 @@ def test_analyse_bad_arguments_exit_2_with_a_message(tmp_path):
     assert out.returncode == 2 and "is for 'connect4'" in out.stderr
 
 
+@pytest.mark.slow
 def test_selfplay_command(tmp_path):
     dest = tmp_path / "games.jsonl"
     out = run_cli("selfplay", "--game", "tictactoe", "--games", "3", "--sims", "8",
@@ -89,11 +95,13 @@ def test_selfplay_command(tmp_path):
         assert final.outcome is not None
 
 
+@pytest.mark.slow
 def test_help_lists_commands():
     out = run_cli("--help")
     assert out.returncode == 0 and "analyse" in out.stdout and "selfplay" in out.stdout
 
 
+@pytest.mark.slow
 def test_bad_arguments_get_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     cases = [
         (["analyse", "--game", "tictactoe", "--sims", "999999999"],

@@ -24,6 +24,7 @@ def zeroloop(*args: str, cwd: Path, env: dict | None = None, timeout: float = 30
                           text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_experiments_outside_a_project_says_what_is_missing(tmp_path, monkeypatch, capsys):
     from zeroloop.apps.cli import main
 
@@ -65,6 +66,7 @@ TINY = {
 
 
 
+@pytest.mark.slow
 def test_an_unreachable_ray_address_stops_the_stage_in_seconds_naming_it(tmp_path, mlflow_db):
     port = free_port()  # nothing listens there
     runtime = {"workers": 2, "backend": "ray", "ray_address": f"127.0.0.1:{port}", "ray_connect_timeout_s": 3}
@@ -83,6 +85,7 @@ def test_an_unreachable_ray_address_stops_the_stage_in_seconds_naming_it(tmp_pat
 
 
 @pytest.mark.parametrize("address", ["127.0.0.1", "http://host:6379", "host:port", "host:0"])
+@pytest.mark.slow
 def test_a_malformed_ray_address_is_refused_by_the_params_check(tmp_path, address):
     write_params(tmp_path, TINY)
     data = yaml.safe_load((tmp_path / "params.yaml").read_text())
@@ -102,6 +105,7 @@ def _mount_tmpfs(where: Path, size: str) -> None:
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("mount"),
                     reason="mounting a small tmpfs needs root")
+@pytest.mark.slow
 def test_a_disk_filling_up_during_selfplay_gives_one_line_and_a_rerun_finishes_the_same(tmp_path, mlflow_db):
     config = {**TINY, "selfplay": {**TINY["selfplay"], "games": 48}}
     calm, full = tmp_path / "calm", tmp_path / "full"

@@ -429,6 +429,7 @@ def test_a_registered_factory_that_changes_its_name_fails_by_name():
         unregister_game("tictactoe-renamed")
 
 
+@pytest.mark.slow
 def test_entry_point_games_are_found_in_every_process(tmp_path, monkeypatch):
     """A package lists its games under the entry-point group; make_game finds
     them in any process (DVC stages, spawned workers) with no registration."""

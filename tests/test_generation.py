@@ -152,6 +152,7 @@ def test_a_generation_without_a_perfect_player_runs_through_every_step(tmp_path,
     assert {"vs_random", "vs_uct"} <= set(result)
 
 
+@pytest.mark.slow
 def test_the_evaluation_in_one_pool_plays_the_games_and_moves_of_separate_matches(tmp_path, monkeypatch):
     """evaluate_step runs every baseline match and the positions in one pool
     of two workers, the slow tasks first; its scores and move errors are

@@ -259,6 +259,7 @@ def _random_game_against_gnugo(size: int, seed: int, every: int):
         return checked, s.ply, ours, gnugo.send("final_score"), dead, superko[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size,seeds", [(7, range(5)), (9, range(7))])
 def test_legal_moves_and_final_scores_agree_with_gnugo(size, seeds):
     """GnuGo, an engine nobody here wrote, lists the same legal moves as our
@@ -285,6 +286,7 @@ def test_legal_moves_and_final_scores_agree_with_gnugo(size, seeds):
     assert size != 9 or superko > 0  # the 9x9 games reach a position where only superko forbids a move
 
 
+@pytest.mark.slow
 def test_evaluation_plays_gnugo_and_says_when_it_is_missing(tmp_path, monkeypatch, capsys):
     """evaluate.gnugo_level: the generation's model plays GnuGo (colour-
     balanced, GnuGo over GTP from the opening on), a baseline like UCT in
@@ -330,6 +332,7 @@ def test_gnugo_levels_take_one_level_or_a_list_and_name_a_bad_one():
             parse_params({"game": "go-7", "evaluate": {"gnugo_level": bad}})
 
 
+@pytest.mark.slow
 def test_gnugo_as_a_match_player_beats_random_play():
     """GtpPlayer: GnuGo set up on each opening position and told every move,
     in games run side by side; it beats random play every game, as either
@@ -371,6 +374,7 @@ def test_history_planes_show_the_positions_before_the_last_moves():
     assert position_key(captured)[:4] == (captured.me, captured.opp, captured.last, captured.ply & 1)
 
 
+@pytest.mark.slow
 def test_gnugo_captures_the_dead_stones_before_it_passes_so_tromp_taylor_scores_play():
     """A player that drops a few stones into GnuGo's area and then passes:
     GnuGo as an opponent (``capture_all_dead``, the default) takes those

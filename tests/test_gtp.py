@@ -12,6 +12,7 @@ from zeroloop.engine.games import make_game
 from zeroloop.engine.gtp_client import GtpEngine, GtpError, find_gnugo, gnugo_command
 
 
+@pytest.mark.slow
 def test_a_scripted_session_answers_every_command_and_survives_bad_input():
     script = "\n".join([
         "1 protocol_version", "name", "known_command genmove", "known_command fly", "list_commands",
@@ -44,6 +45,7 @@ def test_a_scripted_session_answers_every_command_and_survives_bad_input():
     assert answers[20] == "=3" and len(answers) == 21  # nothing is read after quit
 
 
+@pytest.mark.slow
 def test_a_trained_size_is_kept_and_a_bad_model_is_one_line(tmp_path):
     import torch
 
@@ -86,6 +88,7 @@ def _play(black: GtpEngine, white: GtpEngine, size: int, cap: int) -> list[str]:
     return moves
 
 
+@pytest.mark.slow
 def test_whole_games_against_gnugo_over_gtp():
     """zeroloop's engine (an untrained net, 8 simulations) and GnuGo level 1
     on 7x7, each colour once: every move one engine makes the other accepts
@@ -162,6 +165,7 @@ def test_an_engine_move_that_repeats_a_position_is_taken_back_and_passed(tmp_pat
     passes.close()
 
 
+@pytest.mark.slow
 def test_komi_that_is_not_a_finite_score_is_refused_and_the_old_komi_kept():
     """`komi nan`, `komi inf`, `komi 1e400` (inf once read) or a komi larger
     than the board would make every score B+inf or nonsense: each gets a
@@ -182,6 +186,7 @@ def test_komi_that_is_not_a_finite_score_is_refused_and_the_old_komi_kept():
     assert answers[11] == "="
 
 
+@pytest.mark.slow
 def test_handicap_time_and_status_commands_over_the_pipe():
     """The commands GUIs and servers send besides play and genmove: time
     controls (bad ones refused), GTP's fixed handicap where its table has one
@@ -234,6 +239,7 @@ def test_handicap_time_and_status_commands_over_the_pipe():
     assert a[29] == "="
 
 
+@pytest.mark.slow
 def test_a_whole_game_against_gnugo_on_a_five_second_clock():
     """``time_settings 5 0 0`` (absolute: five seconds for the game), a
     search allowed far more simulations than that buys, and GnuGo level 1
@@ -285,6 +291,7 @@ def _info(line: str) -> list[dict]:
     return moves
 
 
+@pytest.mark.slow
 def test_an_analysis_stream_is_read_live_and_stopped_by_play():
     """``lz-analyze B 10`` answers ``=`` at once, then an ``info`` line
     every tenth of a second in Leela Zero's format (legal moves, visits

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("zeroloop_install", ROOT / "deploy" / "install.py")
 install = sys.modules["zeroloop_install"] = importlib.util.module_from_spec(_spec)  # its pool pickles by name
@@ -57,6 +59,7 @@ def test_the_installed_venv_is_the_one_this_suite_runs_in():
         assert Path(cached).exists(), f"{cached}: {module} without its compiled bytecode (make setup)"
 
 
+@pytest.mark.slow
 def test_the_install_compiles_zeroloops_own_source(tmp_path):
     """`make setup` compiles src/ too (installed editable, the installers leave it out), and
     an interpreter that may not write bytecode reads what it wrote."""

@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -16,6 +18,7 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess:
                           timeout=120)
 
 
+@pytest.mark.slow
 def test_the_layers_hold():
     out = lint_imports(ROOT)
     assert out.returncode == 0, out.stdout[-3000:]
@@ -29,6 +32,7 @@ def _copy(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_an_engine_module_importing_the_pipeline_breaks_the_contract(tmp_path):
     root = _copy(tmp_path)
     (root / "src/zeroloop/engine/leak.py").write_text(
@@ -39,6 +43,7 @@ def test_an_engine_module_importing_the_pipeline_breaks_the_contract(tmp_path):
     assert "zeroloop.engine.leak -> zeroloop.pipeline.data.storage" in out.stdout
 
 
+@pytest.mark.slow
 def test_the_engine_may_not_import_mlflow_and_stages_not_each_other(tmp_path):
     root = _copy(tmp_path)
     (root / "src/zeroloop/engine/leak.py").write_text("import mlflow\n")
@@ -51,6 +56,7 @@ def test_the_engine_may_not_import_mlflow_and_stages_not_each_other(tmp_path):
     assert "Stages are entry points: no stage imports another BROKEN" in out.stdout
 
 
+@pytest.mark.slow
 def test_an_import_cycle_breaks_the_contract(tmp_path):
     # the circle this contract was written after: the Ray pool importing the local pools,
     # which import the Ray pool when runtime.backend is ray

@@ -29,6 +29,7 @@ def _match(tmp_path, *argv):
                  "--workers", "1", "--sims", "4"])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(find_gnugo() is None, reason="needs gnugo (make gnugo)")
 def test_a_go_model_plays_gnugo_and_random_play_with_its_interval(tmp_path, capsys):
     net, _ = _project(tmp_path, "go-7")

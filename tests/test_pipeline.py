@@ -244,6 +244,7 @@ def test_dvc_repro_end_to_end(repo, monkeypatch):
     assert "up to date" in dvc(clone, "status", env=env).stdout
 
 
+@pytest.mark.slow
 def test_generations_chain_in_dvcs_graph(repo):
     """Each generation's stages hang on the one before: its self-play on the
     previous gate's best and the previous replay (Go-Exploit's start positions),
@@ -270,6 +271,7 @@ def test_generations_chain_in_dvcs_graph(repo):
     assert edges == expected, sorted(edges ^ expected)
 
 
+@pytest.mark.slow
 def test_any_change_to_params_yaml_is_validated_by_dvc_repro(repo):
     """A key no stage lists (a misspelt section) still stops `dvc repro`, with one line."""
     repo, env = repo
@@ -293,6 +295,7 @@ BAD_GENERATIONS = {
 
 
 @pytest.mark.parametrize("case", BAD_GENERATIONS)
+@pytest.mark.slow
 def test_bad_generations_stop_make_repro_with_the_stages_one_line(tmp_path, case):
     """DVC resolves dvc.yaml's foreach over generations before any stage runs,
     so a bad entry would reach the user as DVC's "Same item(s) are defined as

@@ -125,6 +125,7 @@ def _play(*args, stdin: str, cwd=None):
                           capture_output=True, text=True, timeout=120, cwd=cwd)
 
 
+@pytest.mark.slow
 def test_terminal_game_rejects_bad_input_and_ends_with_the_result():
     # cells 1..9 over and over: occupied ones are refused and the next line is read
     lines = "x\n10\n" + "\n".join(str(c) for c in range(1, 10)) * 2 + "\n"
@@ -137,6 +138,7 @@ def test_terminal_game_rejects_bad_input_and_ends_with_the_result():
     assert last.startswith("Game over:") and ("the AI wins" in last or "draw" in last)
 
 
+@pytest.mark.slow
 def test_terminal_ai_first_undo_and_quit():
     out = _play("--game", "connect4", "--model", "random", "--sims", "8", "--ai-first",
                 stdin="hint\n4\nundo\n3\nquit\n")
@@ -147,6 +149,7 @@ def test_terminal_ai_first_undo_and_quit():
     assert text.strip().endswith("Game abandoned.")
 
 
+@pytest.mark.slow
 def test_terminal_bad_arguments():
     out = _play("--game", "chess", stdin="")
     assert out.returncode == 2 and "unknown game 'chess'" in out.stderr
@@ -156,6 +159,7 @@ def test_terminal_bad_arguments():
     assert out.returncode == 2 and "not allowed with argument" in out.stderr
 
 
+@pytest.mark.slow
 def test_a_model_file_that_is_not_a_model_is_named_as_damaged(tmp_path):
     """gen2's best.pt is text (an editor, a bad copy): `--model gen2` says
     which file it is and that it is damaged, not "unknown model 'gen2'"."""

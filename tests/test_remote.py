@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
@@ -29,6 +31,7 @@ def _own_lines(out: subprocess.CompletedProcess) -> list[str]:
     return [x for x in out.stderr.strip().splitlines() if not x.startswith("make")]  # make's "*** Error 2"
 
 
+@pytest.mark.slow
 def test_pull_names_a_removed_remote_folder_and_pulls_once_it_is_back(tmp_path):
     """A teammate's clone whose folder remote was removed: one line names the
     folder (not DVC's "Checkout failed ... Is your cache up to date?"), and
@@ -63,6 +66,7 @@ def test_pull_names_a_removed_remote_folder_and_pulls_once_it_is_back(tmp_path):
     assert (clone / "models/champion.pt").read_bytes() == b"weights"
 
 
+@pytest.mark.slow
 def test_pull_without_a_default_remote_says_how_to_add_one(tmp_path):
     _run("git", "init", "-q", cwd=tmp_path)
     _run(BIN / "dvc", "init", "-q", cwd=tmp_path)

@@ -64,6 +64,7 @@ def _session(url, game="connect4", sims=20000, human_first=False):
     return r.json()["id"]
 
 
+@pytest.mark.slow
 def test_a_burst_of_searches_is_bounded_and_a_disconnect_cancels(server):
     url, _ = server
     sids = [_session(url) for _ in range(10)]
@@ -106,6 +107,7 @@ def test_a_burst_of_searches_is_bounded_and_a_disconnect_cancels(server):
     assert moves == [[], []], "a cancelled search must not play its move"
 
 
+@pytest.mark.slow
 def test_idle_games_hold_no_search_tree(server):
     url, proc = server
     before = _rss_mb(proc.pid)
@@ -115,6 +117,7 @@ def test_idle_games_hold_no_search_tree(server):
     assert grown < 100, f"40 idle Othello games grew the server by {grown:.0f} MB"
 
 
+@pytest.mark.slow
 def test_bodies_and_echoes_are_capped_and_405_says_what_is_allowed(server):
     url, _ = server
     sid = _session(url, game="tictactoe", sims=10, human_first=True)
@@ -127,6 +130,7 @@ def test_bodies_and_echoes_are_capped_and_405_says_what_is_allowed(server):
     assert r.status_code == 405 and r.headers["allow"] == "POST"
 
 
+@pytest.mark.slow
 def test_the_openapi_document_lists_the_error_responses(server):
     url, _ = server
     paths = httpx.get(f"{url}/openapi.json", timeout=10).json()["paths"]
@@ -138,6 +142,7 @@ def test_the_openapi_document_lists_the_error_responses(server):
 
 
 
+@pytest.mark.slow
 def test_schemathesis_finds_no_failure_with_every_check(server, tmp_path):
     """Property-based requests from the OpenAPI document (bounded: 30 examples
     per operation, fixed seed), every check: status codes, content types and
@@ -168,6 +173,7 @@ def _start(root: Path, *extra: str):
     raise AssertionError(f"server did not start: {proc.stderr.read()[-2000:]}")
 
 
+@pytest.mark.slow
 def test_a_full_server_refuses_new_games_and_never_drops_a_live_one(tmp_path):
     url, proc = _start(tmp_path, "--max-sessions", "5", "--idle-minutes", "0.05")  # idle after 3 s
     try:
@@ -194,6 +200,7 @@ def test_a_full_server_refuses_new_games_and_never_drops_a_live_one(tmp_path):
         proc.wait(timeout=20)
 
 
+@pytest.mark.slow
 def test_while_the_engine_thinks_pollers_get_answers_at_once(server):
     """More pollers than the server has threads (anyio's pool: 40) while one
     game's engine searches 20000 simulations: each answers at once; then the

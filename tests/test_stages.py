@@ -2,6 +2,7 @@
 
 import subprocess
 
+import pytest
 import torch
 import yaml
 
@@ -20,6 +21,7 @@ def _params(tmp_path, **changes):
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
 
 
+@pytest.mark.slow
 def test_unknown_params_key_stops_the_stage_with_one_line(tmp_path):
     (tmp_path / "params.yaml").write_text("game: tictactoe\nmcts:\n  cpuct: 2.0\n")
     out = stage(tmp_path, "init")
@@ -29,6 +31,7 @@ def test_unknown_params_key_stops_the_stage_with_one_line(tmp_path):
     assert not (tmp_path / "models").exists()
 
 
+@pytest.mark.slow
 def test_damaged_model_is_named(tmp_path):
     _params(tmp_path)
     assert stage(tmp_path, "init").returncode == 0
@@ -44,6 +47,7 @@ def test_damaged_model_is_named(tmp_path):
     assert not (tmp_path / "models/generations/gen_1/best.pt").exists()
 
 
+@pytest.mark.slow
 def test_generation_missing_from_params_is_reported(tmp_path):
     _params(tmp_path)
     out = stage(tmp_path, "evaluate", "--gen", "13")  # the defaults' chain is 1..12
@@ -63,6 +67,7 @@ def _full(tmp_path, **changes):
     return data
 
 
+@pytest.mark.slow
 def test_a_missing_section_stops_the_stage_instead_of_falling_back_to_defaults(tmp_path):
     data = _full(tmp_path)
     assert stage(tmp_path, "init").returncode == 0
@@ -78,6 +83,7 @@ def test_a_missing_section_stops_the_stage_instead_of_falling_back_to_defaults(t
     assert out.returncode == 2 and "params.yaml: empty" in out.stderr
 
 
+@pytest.mark.slow
 def test_prev_must_match_the_generation_chain(tmp_path):
     _full(tmp_path)
     out = stage(tmp_path, "selfplay", "--gen", "2", "--prev", "0")
@@ -86,6 +92,7 @@ def test_prev_must_match_the_generation_chain(tmp_path):
     assert not (tmp_path / "data").exists()
 
 
+@pytest.mark.slow
 def test_a_manifest_that_lost_a_shard_entry_is_refused(tmp_path, mlflow_db):
     import json
     import shutil
@@ -114,6 +121,7 @@ def test_a_manifest_that_lost_a_shard_entry_is_refused(tmp_path, mlflow_db):
     shutil.rmtree(tmp_path / "data/gen_1")
 
 
+@pytest.mark.slow
 def test_an_unwritable_output_folder_stops_the_stage_before_any_work(tmp_path):
     _full(tmp_path)
     assert stage(tmp_path, "init").returncode == 0
@@ -124,6 +132,7 @@ def test_an_unwritable_output_folder_stops_the_stage_before_any_work(tmp_path):
     assert not (tmp_path / "data/gen_1").exists() and not (tmp_path / "data/.partial").exists()
 
 
+@pytest.mark.slow
 def test_the_stage_chain_runs_with_an_mlp(tmp_path, mlflow_db):
     """init, self-play (int8 where the CPU has it, as the default precision
     picks), training and the gate with ``net.kind: mlp``: every model file of

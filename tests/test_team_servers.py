@@ -196,6 +196,7 @@ def test_two_machines_share_one_postgresql_study_and_one_mlflow_server(tmp_path,
     assert sum(bool(t.user_attrs.get("default")) for t in trials) == 1  # the defaults are tried once
 
 
+@pytest.mark.slow
 def test_jobs_that_open_a_new_postgresql_study_together_all_get_it(postgres):
     """As test_tune's sqlite case: Optuna creates a new database's tables
     without a lock, and two machines that start a study together race to."""
@@ -360,6 +361,7 @@ def test_a_basic_auth_server_takes_the_teams_runs_and_refuses_others(tmp_path, a
         del os.environ["MLFLOW_TRACKING_USERNAME"], os.environ["MLFLOW_TRACKING_PASSWORD"]
 
 
+@pytest.mark.slow
 def test_an_unreachable_tracking_server_fails_the_stage_before_any_work_in_one_line(tmp_path, mlflow_db):
     root = tmp_path / "repo"
     write_params(root, {**TINY, "generations": {"1": {"prev": 0}}})
@@ -384,6 +386,7 @@ def test_an_unreachable_tracking_server_fails_the_stage_before_any_work_in_one_l
     assert any(r.data.metrics.get("selfplay/games") == 16 for r in runs)
 
 
+@pytest.mark.slow
 def test_a_tracking_server_lost_after_the_work_costs_the_log_not_the_work(tmp_path, mlflow_db):
     """The store answers the stage's first check, then goes away: the shards are
     written, the stage succeeds and says in one line what was not logged."""
@@ -411,6 +414,7 @@ def test_a_tracking_server_lost_after_the_work_costs_the_log_not_the_work(tmp_pa
     assert len(list((root / "data/gen_1").glob("shard_*.zls"))) == 16
 
 
+@pytest.mark.slow
 def test_a_damaged_mlflow_db_fails_the_stage_before_any_work_naming_the_file(tmp_path, mlflow_db):
     root = tmp_path / "repo"
     write_params(root, {**TINY, "generations": {"1": {"prev": 0}}})
@@ -438,6 +442,7 @@ def _running(client, exp_id) -> list[str]:
     return [r.info.run_name for r in client.search_runs([exp_id]) if r.info.status == "RUNNING"]
 
 
+@pytest.mark.slow
 def test_tune_stopped_by_sigterm_leaves_nothing_running(tmp_path, mlflow_db):
     import optuna
     from mlflow.tracking import MlflowClient
@@ -470,6 +475,7 @@ def test_tune_stopped_by_sigterm_leaves_nothing_running(tmp_path, mlflow_db):
     assert _running(client, client.get_experiment_by_name("sigterm").experiment_id) == []
 
 
+@pytest.mark.slow
 def test_tune_refuses_parallel_jobs_on_sqlite_before_creating_anything(tmp_path, mlflow_db):
     from mlflow.tracking import MlflowClient
 
@@ -485,6 +491,7 @@ def test_tune_refuses_parallel_jobs_on_sqlite_before_creating_anything(tmp_path,
     assert not (tmp_path / "optuna.db").exists()
 
 
+@pytest.mark.slow
 def test_tune_with_an_unreachable_tracking_server_fails_in_one_line_before_any_trial(tmp_path):
     write_params(tmp_path, {**TUNE, "mlflow": {"experiment": "down"}})
     _tiny_model(tmp_path / "model.pt")
@@ -568,6 +575,7 @@ def test_check_tracking_reads_a_server_answer_as_the_client_would(tmp_path):
     assert json.dumps(store.HTTP_RETRIES)  # bounded defaults exist
 
 
+@pytest.mark.slow
 def test_trial_runs_ride_out_a_tracking_server_that_is_down_and_a_resumed_study_writes_the_lost_ones(
         tmp_path, mlflow_db, monkeypatch, capsys):
     """The store refuses a trial's run while the trial plays: the trial goes on, its run is sent once the

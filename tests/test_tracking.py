@@ -70,6 +70,7 @@ def _runs(client):
     return parents, gens
 
 
+@pytest.mark.slow
 def test_a_pipeline_that_stops_early_leaves_no_parent_running(stages):
     _, run, client = stages  # init and self-play ran; training did not
     parents, gens = _runs(client)
@@ -77,6 +78,7 @@ def test_a_pipeline_that_stops_early_leaves_no_parent_running(stages):
     assert [g.info.status for g in gens] == ["FINISHED"]
 
 
+@pytest.mark.slow
 def test_a_new_configuration_gets_the_metrics_of_cached_upstream_stages(stages):
     write, run, client = stages  # init and self-play ran
     # as `dvc exp run -S train.lr=...`: another configuration whose self-play is cached
@@ -91,6 +93,7 @@ def test_a_new_configuration_gets_the_metrics_of_cached_upstream_stages(stages):
     assert {"selfplay/games", "selfplay/positions", "train/samples", "train/loss_epoch"} <= logged
 
 
+@pytest.mark.slow
 def test_a_training_rerun_replaces_its_loss_curves(stages, played):
     from zeroloop.engine.nn.machine import describe
 
@@ -152,6 +155,7 @@ def test_an_experiment_another_process_created_meanwhile_is_taken_not_fatal(mlfl
     assert caught.value.error_code == "RESOURCE_ALREADY_EXISTS"
 
 
+@pytest.mark.slow
 def test_stages_that_start_together_on_a_new_store_all_log_to_it(tmp_path, played):
     """Three stages start together on a sqlite store that does not exist yet
     (three queued experiments, ``dvc queue start --jobs 3``, on a fresh clone).
@@ -179,6 +183,7 @@ def test_stages_that_start_together_on_a_new_store_all_log_to_it(tmp_path, playe
 
 
 @pytest.mark.parametrize("uri, sql", [("sqlite:///{tmp}/mlflow.db", True), ("http://127.0.0.1:9", False)])
+@pytest.mark.slow
 def test_a_stage_imports_mlflow_while_it_works(tmp_path, uri, sql):
     """MLflow's client, and SQLAlchemy's store for a database URI, are imported in a
     thread (5 s of a tiny stage otherwise): by the time the stage logs, they are there."""
@@ -195,6 +200,7 @@ def test_a_stage_imports_mlflow_while_it_works(tmp_path, uri, sql):
     assert out.stdout.split() == ["True", str(sql)]
 
 
+@pytest.mark.slow
 def test_a_store_a_killed_process_left_mid_write_is_recovered_not_called_damaged(tmp_path):
     """SIGKILL (or the OOM killer) in the middle of an MLflow write leaves
     sqlite's hot journal beside mlflow.db: the next opener rolls it back, as

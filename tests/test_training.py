@@ -355,6 +355,7 @@ print(ok, int(((x * 1.0) != 0).sum()))
 
 
 @pytest.mark.parametrize("when", ["early", "late"])
+@pytest.mark.slow
 def test_the_train_stage_flushes_denormals_in_every_thread(when):
     """Denormal weights made round 34's training steps ~10x slower on a CPU: the train stage
     computes them as zero, called before its thread pool starts, and then every thread does.

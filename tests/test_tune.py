@@ -260,6 +260,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "journal"])
+@pytest.mark.slow
 def test_optuna_dashboard_serves_our_storages(tmp_path, kind):
     url = f"sqlite:///{tmp_path / 'optuna.db'}" if kind == "sqlite" else f"journal:{tmp_path / 'o.journal'}"
     study = optuna.create_study(study_name="dash", storage=tstudy.open_storage(url), direction="maximize")
@@ -304,6 +305,7 @@ def test_wilcoxon_pruner_gets_each_rounds_own_score(setup):
                               objective="selfplay")
 
 
+@pytest.mark.slow
 def test_tune_on_a_fresh_clone_uses_the_shipped_model(tmp_path, mlflow_db):
     data = parse_params({**TINY, "tune": {**TINY["tune"], "confirm_games": 0}}).to_yaml_data()
     (tmp_path / "params.yaml").write_text(yaml.safe_dump(data))
@@ -381,6 +383,7 @@ def test_solver_metric_needs_a_solver_for_the_game(tmp_path):
                               storage=f"sqlite:///{tmp_path / 'o.db'}")
 
 
+@pytest.mark.slow
 def test_same_study_name_in_two_storages_gets_two_mlflow_parents(tmp_path, mlflow_db):
     from mlflow.tracking import MlflowClient
 
@@ -402,6 +405,7 @@ def test_same_study_name_in_two_storages_gets_two_mlflow_parents(tmp_path, mlflo
         assert [k.info.run_name for k in kids] == ["trial-0"]
 
 
+@pytest.mark.slow
 def test_a_bad_storage_url_is_one_line_and_logs_nothing(tmp_path, mlflow_db):
     from mlflow.tracking import MlflowClient
 
@@ -576,6 +580,7 @@ def test_timeout_stops_starting_trials_and_a_clipped_default_is_named(setup, tmp
     assert objectives.clipped_defaults(parse_params({}), "search") == []
 
 
+@pytest.mark.slow
 def test_tune_command_refuses_a_timeout_that_is_not_positive(tmp_path):
     out = subprocess.run([_zeroloop_bin(), "tune", "--timeout", "0"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=120)

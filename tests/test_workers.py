@@ -73,6 +73,7 @@ def _shards(root: Path) -> set[str]:
     return {p.name for p in (root / "data" / ".partial").glob("*/shard_*.zls")}
 
 
+@pytest.mark.slow
 def test_workers_die_with_a_killed_stage_and_write_nothing_after(selfplay_repo):
     root, start = selfplay_repo
     stage = start()
@@ -88,6 +89,7 @@ def test_workers_die_with_a_killed_stage_and_write_nothing_after(selfplay_repo):
     assert _shards(root) == before, "shards written after the stage was killed"
 
 
+@pytest.mark.slow
 def test_a_killed_worker_is_one_line_and_a_rerun_resumes(selfplay_repo):
     root, start = selfplay_repo
     stage = start(new_interpreter=False)
@@ -104,6 +106,7 @@ def test_a_killed_worker_is_one_line_and_a_rerun_resumes(selfplay_repo):
     assert "shards kept" in err and kept  # the finished shards were not played again
 
 
+@pytest.mark.slow
 def test_stages_and_workers_skip_the_collection_at_exit():
     """A stage or worker ends without collecting its objects (1.5-2 s each with torch
     and MLflow loaded): gc.freeze is an exit hook. Exit hooks run last registered
@@ -123,6 +126,7 @@ def test_stages_and_workers_skip_the_collection_at_exit():
     assert "frozen 0" in plain.stderr  # the check can fail
 
 
+@pytest.mark.slow
 def test_commands_and_stages_import_without_collecting_then_freeze_the_imports(tmp_path):
     """A stage (``python -m zeroloop.pipeline.stages``) and a command
     (``zeroloop``) import torch and MLflow with the collector off (its full
