@@ -135,11 +135,11 @@ def test_experiments_read_changes_against_a_workspace_that_has_not_run():
 
     metrics = {"training_minutes": 24.6, "training_cpu_minutes": 46.5, "elo": 352, "elo_se": 99,
                "solver_error": 0.027, "policy_error": 0.068}
-    runs = [Run("workspace", "workspace", {"seed": 0, "selfplay.opening_plies": 0}, {}),
-            Run("default-s1", "a", {"seed": 1, "selfplay.opening_plies": 0}, metrics),
-            Run("openings4-s0", "b", {"seed": 0, "selfplay.opening_plies": 4}, metrics)]
+    runs = [Run("workspace", "workspace", {"seed": 0, "mcts.c_puct": 1.25}, {}),
+            Run("default-s1", "a", {"seed": 1, "mcts.c_puct": 1.25}, metrics),
+            Run("cpuct2-s0", "b", {"seed": 0, "mcts.c_puct": 2.0}, metrics)]
     rows = [line for line in table(runs).splitlines() if line.startswith("| ")]
     assert "| training min | training CPU min |" in rows[0]
     assert rows[1].startswith("| default-s1 | seed=1 | 24.6 | 46.5 |")
-    assert rows[2].startswith("| openings4-s0 | selfplay.opening_plies=4 |")
+    assert rows[2].startswith("| cpuct2-s0 | mcts.c_puct=2.0 |")
     assert len(rows) == 3 and not any(r.startswith("| workspace") for r in rows)

@@ -262,7 +262,7 @@ def test_an_older_params_file_names_every_removed_key_in_one_line_and_a_preset_r
 
     shipped = (ROOT / "params.yaml").read_text()
     older = shipped.replace("  dedup: true", "  replay_start: 0\n  start_from: best\n  dedup: true")
-    older = older.replace("  opening_plies: 0 ", "  late_simulations: 0\n  opening_plies: 0 ")
+    older = older.replace("  archive_starts: 0.0 ", "  late_simulations: 0\n  archive_starts: 0.0 ")
     out = tmp_path / "params.yaml"
     out.write_text(older)
     with pytest.raises(ParamsError) as err:

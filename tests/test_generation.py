@@ -58,7 +58,7 @@ def test_a_generation_with_every_learning_option_on(tmp_path):
     p = _params(mcts={"simulations": 8, "algorithm": "gumbel", "reuse_tree": False, "forced_playouts": 0.0,
                       "max_considered_actions": 4},
                 selfplay={"games": 8, "shard_games": 4, "full_search_probability": 0.5,
-                          "fast_simulations": 2, "opening_plies": 2},
+                          "fast_simulations": 2},
                 train={"epochs": 1, "batch_size": 8, "ema_decay": 0.9, "optimizer": "adamw", "dedup": False,
                        "weight_decay": 0.01, "decay_norm_and_bias": False, "value_q_weight": 0.5},
                 gate={"games": 4, "simulations": 8, "opening_plies": 1},

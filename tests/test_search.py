@@ -264,38 +264,13 @@ def _connect4_selfplay(key: int, games: int, simulations: int, in_flight: int):
     return game, play
 
 
-def test_random_opening_plies_start_games_off_the_start_and_are_not_trained_on():
-    from zeroloop.engine.search import SearchStats
-    from zeroloop.engine.selfplay import records_to_arrays
-
-    game, play = _connect4_selfplay(7, games=40, simulations=8, in_flight=8)
-    plain = play()
-    stats = SearchStats()
-    opened = play(stats=stats, opening_plies=4)
-    random_plies = []
-    for r in opened:
-        k = int(np.argmax(r.full))  # the random plies come first, then every move is a search
-        assert not r.full[:k].any() and r.full[k:].all()
-        random_plies.append(k)
-        assert game.play(r.actions).outcome is not None and len(r.policies) == len(r.actions)
-        np.testing.assert_allclose(r.policies.sum(axis=1), 1.0, rtol=1e-5)
-    assert set(random_plies) == {0, 1, 2, 3, 4}  # 0..k, each seen in 40 games
-    assert stats.simulations == 8 * sum(int(r.full.sum()) for r in opened)  # the random plies cost no search
-    np.testing.assert_array_equal(records_to_arrays(game, opened)["full"],
-                                  np.concatenate([r.full for r in opened]))
-    # 0 opening plies: the very games of a run without the setting (same draws)
-    again = play(opening_plies=0)
-    assert [r.actions for r in again] == [r.actions for r in plain]
-    assert [r.actions for r in opened] != [r.actions for r in plain]
-
-
 def test_archive_starts_replay_archived_positions_that_are_not_trained_on():
     """Go-Exploit: a share of the games starts from a position of the archive's
     games, reached by replaying their moves (kept, not trained on); the rest,
     and every game of an empty archive or of a share of 0, are the plain games."""
     game, play = _connect4_selfplay(8, games=40, simulations=8, in_flight=8)
     plain = play()
-    archive = tuple(tuple(r.actions) for r in play(opening_plies=6)[:10])
+    archive = tuple(tuple(r.actions) for r in play(temperature_moves=42)[:10])
     sched = SelfplayConfig(temperature=1.0, temperature_moves=42, archive_starts=0.5)
 
     seeds = [np.random.SeedSequence([8, k]) for k in range(40)]
@@ -310,7 +285,7 @@ def test_archive_starts_replay_archived_positions_that_are_not_trained_on():
         assert not r.full[:k].any() and r.full[k:].all() and game.play(r.actions).outcome is not None
         # the replayed moves are a prefix of an archived game that goes on from there
         assert any(a[:k] == tuple(r.actions[:k]) and len(a) > k for a in archive)
-        deep += k > 6  # deeper than any random opening: an archived position
+        deep += k > 6  # an archived position some plies in
     assert 5 <= deep <= 35
     assert [r.actions for r in started(archive=archive)] == [r.actions for r in games]  # seeded
     assert [r.actions for r in started(archive=())] == [r.actions for r in plain]  # nothing to draw

@@ -95,8 +95,8 @@ def test_selfplay_resumes_after_a_kill_and_never_mixes_settings(tmp_path):
     assert stats.simulations > 0
     assert {i: shard_path(out, i).read_bytes() for i in range(3)} == first  # same seeds, same games
 
-    # other settings: nothing from the old job is kept (random opening plies are a setting too)
-    assert finished_shards(_job(opening_plies=2), out) == set()
+    # other settings: nothing from the old job is kept (a playout cap is a setting too)
+    assert finished_shards(_job(full_search_probability=0.5), out) == set()
     assert not any(out.glob("shard_*"))
     run_selfplay(job, workers=1, progress=False, out_dir=out)
     other = _job(search=SearchConfig(simulations=7))

@@ -56,10 +56,10 @@ def _net_evaluator(game, timer):
 
 CONFIGS = {
     "puct": (SearchConfig(simulations=12), SelfplayConfig(temperature=1.0, temperature_moves=8)),
-    "gumbel, cap, openings": (
+    "gumbel, cap": (
         SearchConfig(simulations=12, algorithm="gumbel", reuse_tree=False, max_considered_actions=4),
-        SelfplayConfig(temperature=1.0, temperature_moves=8, full_search_probability=0.5, fast_simulations=4,
-                       opening_plies=3)),
+        SelfplayConfig(temperature=1.0, temperature_moves=8, full_search_probability=0.5,
+                       fast_simulations=4)),
     "rollouts, several leaves": (
         SearchConfig(simulations=12, rollout_mix=0.5, leaves_per_game=2),
         SelfplayConfig(temperature=1.0, temperature_moves=8)),

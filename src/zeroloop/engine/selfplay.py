@@ -82,15 +82,11 @@ class SelfplayConfig:
         (KataGo): a move is a full search (``mcts.simulations``, recorded for
         training) with this probability, else a fast search of
         ``fast_simulations``, played but not recorded. 1.0: every move is full.
-    opening_plies: each game first plays 0..k (uniformly) uniformly random
-        legal moves, not searched and not trained on, then self-play goes on
-        from that position (0: every game from the start).
     archive_starts: the share of games that start from a position drawn
         uniformly from an archive of positions earlier self-play visited (the
         pipeline's: the previous generation's games), as Go-Exploit does
         (Trudeau and Bowling, AAMAS 2023); the moves that lead there are
-        replayed, not searched and not trained on. Such a game takes no random
-        opening plies. 0: every game from the start (or its opening plies).
+        replayed, not searched and not trained on. 0: every game from the start.
     """
 
     games: Annotated[int, at.Ge(1)] = 1500
@@ -100,7 +96,6 @@ class SelfplayConfig:
     eval_batch: Annotated[int, at.Interval(ge=1, le=4096)] = 32
     full_search_probability: Annotated[float, at.Interval(gt=0, le=1)] = 1.0
     fast_simulations: Annotated[int, at.Interval(ge=1, le=100_000)] = 16
-    opening_plies: Annotated[int, at.Interval(ge=0, le=100)] = 0
     archive_starts: Annotated[float, at.Interval(ge=0, le=1)] = 0.0
 
     def __post_init__(self) -> None:
@@ -149,13 +144,6 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
     each game draws, per move and from its own generator, whether the move is
     a full or a fast search.
 
-    With ``opening_plies`` k > 0 a game first plays a number of uniformly
-    random legal moves drawn uniformly from 0..k (never one that ends the
-    game), from its own generator, then searches from there: games start from
-    varied positions like the random-play positions the solver's test sets are
-    made of. The random moves are kept in the record (so it replays from the
-    start) as fast moves (``full`` false): played, not trained on.
-
     With ``selfplay.archive_starts`` p > 0 and an ``archive`` (games as their
     moves), a game draws from its own generator whether it starts from the
     archive (probability p), and if so which position: uniformly over every
@@ -176,7 +164,7 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
     timer = timer if timer is not None else PartTimer()
     timer.start()
     before = dict(timer.seconds)
-    schedule, cap, opening_plies = selfplay.schedule, selfplay.cap, selfplay.opening_plies
+    schedule, cap = selfplay.schedule, selfplay.cap
     archive_p = selfplay.archive_starts
     # position k of the archive is game j's ply k - ends[j], ends[j] <= k < ends[j + 1]
     ends = np.concatenate([[0], np.cumsum([len(a) for a in archive] if archive_p else [], dtype=np.int64)])
@@ -209,13 +197,6 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
             j = int(np.searchsorted(ends, k, side="right")) - 1
             for action in archive[j][:k - ends[j]]:
                 unsearched(int(action))
-        else:
-            for _ in range(int(rng.integers(opening_plies + 1)) if opening_plies else 0):
-                legal = np.flatnonzero(game.legal_mask(state))
-                action = int(legal[rng.integers(len(legal))])
-                if game.apply(state, action).outcome is not None:
-                    break
-                unsearched(action)
         timer.lap("rules")
         mcts.set_root(slot, state, rng=rng)
         running[slot] = rec

@@ -109,7 +109,6 @@ class SelfplayJob:
                              else file_sha256(self.model) if self.model else None),
             # a playout cap only when set, so that the identities of older shards still match
             **({"playout_cap": asdict(s.cap)} if s.cap else {}),
-            **({"opening_plies": s.opening_plies} if s.opening_plies else {}),
             **({"archive_starts": s.archive_starts, "archive_sha256": self.archive_sha256()}
                if s.archive_starts else {}),
             # as resolved on this machine; fp32 is left out, so that shards made before the key

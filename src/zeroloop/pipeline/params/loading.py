@@ -65,7 +65,7 @@ REPLACED = {"gate.sprt.elo0": _CENTRED, "gate.sprt.elo1": _CENTRED,
 ISSUE_50_AT = "cdcab39"
 _ROUND_22 = "the area as an ownership target measured level on Go 7x7 in round 22 of the lab notebook"
 REMOVED_AT = {"net.ownership": "72a4cf9", "train.ownership_weight": "72a4cf9", "net.soft_policy": "aacb397",
-              "selfplay.policy_surprise": "8792698"}
+              "selfplay.policy_surprise": "8792698", "selfplay.opening_plies": "e052c37"}
 _ROUND_12 = "level or worse in round 12 of the lab notebook"
 REMOVED = {
     "net.opponent_policy": "the opponent-reply head measured level in round 18 of the lab notebook",
@@ -93,6 +93,8 @@ REMOVED = {
     "net.soft_policy": "KataGo's soft policy head measured worse-leaning in round 28 of the lab notebook",
     "selfplay.policy_surprise": "KataGo's policy surprise weighting measured level in round 29 of the lab "
                                 "notebook",
+    "selfplay.opening_plies": "random opening plies in self-play searched level or worse in rounds 4, 8 and "
+                              "10 of the lab notebook",
 }
 
 
