@@ -129,7 +129,7 @@ def play_selfplay_games(game: Game, evaluator: Evaluator, config: SearchConfig, 
                         archive: Sequence[Sequence[int]] = ()) -> list[GameRecord]:
     """Play one game of the evaluator against itself per seed, searched as
     ``config`` says and played as ``selfplay`` says (its move schedule, playout
-    cap and random opening plies; its ``games``, ``shard_games`` and
+    cap and Go-Exploit starts; its ``games``, ``shard_games`` and
     ``eval_batch`` are the pipeline's); the records come back in the order of
     ``seeds``.
 

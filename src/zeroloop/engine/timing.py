@@ -27,7 +27,7 @@ import time
 #:              spreading the answers back to the leaves (priors masked and normalised)
 #: network      the network call itself (a constant net: filling its answer)
 #: tree         the numba kernels (selection, expansion and backup), roots, noise, tree reuse
-#: rules        ``apply``, ``legal_mask`` and terminal checks, new games and their opening plies
+#: rules        ``apply``, ``legal_mask`` and terminal checks, new games and their replayed start moves
 #: move choice  the move played, from the visits and the temperature (Gumbel: the halving's winner)
 #: records      the game records: each move's target, finished games, what ``on_game`` does with them
 PARTS = ("encoding", "cache", "batching", "network", "tree", "rules", "move choice", "records")
