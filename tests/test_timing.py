@@ -95,3 +95,22 @@ def test_selfplay_with_a_timer_plays_the_same_games_and_charges_every_part(name,
     assert all(timer.seconds[part] > 0 for part in PARTS), timer.seconds
     assert timer.total <= wall
 
+
+
+def test_the_coarse_split_is_the_sum_of_the_timers_parts():
+    """SearchStats' network / tree / rules seconds are the part timer's (one timing mechanism):
+    with a timer given, its parts summed; with none, self-play's own timer still fills them."""
+    game = make_game("connect4")
+    search, selfplay = CONFIGS["puct"]
+    seeds = [np.random.SeedSequence([12, k]) for k in range(4)]
+    timer, stats = PartTimer(), SearchStats()
+    ev = FixedBatchEvaluator(_net_evaluator(game, timer), batch=8, cache=50, timer=timer)
+    play_selfplay_games(game, ev, search, selfplay, seeds, in_flight=2, stats=stats, timer=timer)
+    s = timer.seconds
+    assert stats.network_s == pytest.approx(s["encoding"] + s["cache"] + s["batching"] + s["network"])
+    assert stats.tree_s == pytest.approx(s["tree"]) and stats.rules_s == pytest.approx(s["rules"])
+    untimed = SearchStats()
+    play_selfplay_games(game, FixedBatchEvaluator(_net_evaluator(game, None), batch=8), search, selfplay,
+                        seeds, in_flight=2, stats=untimed)
+    assert untimed.network_s > 0 and untimed.tree_s > 0 and untimed.rules_s > 0
+    assert untimed.simulations == stats.simulations
