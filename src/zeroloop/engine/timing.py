@@ -5,8 +5,9 @@ to the :class:`~zeroloop.engine.search.BatchedMCTS` it builds, and to the
 evaluators (:class:`~zeroloop.engine.nn.FixedBatchEvaluator`, the network's or
 the constant one): each marks, at the end of a stretch of its work, which part
 that stretch was (:meth:`PartTimer.lap`). The laps are a few per batched search
-step (a step searches every game in flight), never per position, so they cost
-nothing measurable and the games are the same with a timer or without.
+step (a step searches every game in flight), never per position (as many
+clock reads as the ``perf_counter`` pairs they replaced), and the games are the
+same with a timer or without.
 
 It is the one timing mechanism of the search: self-play and the search make
 a timer of their own when given none, and the coarse split the pipeline logs
