@@ -5,7 +5,7 @@ to the :class:`~zeroloop.engine.search.BatchedMCTS` it builds, and to the
 evaluators (:class:`~zeroloop.engine.nn.FixedBatchEvaluator`, the network's or
 the constant one): each marks, at the end of a stretch of its work, which part
 that stretch was (:meth:`PartTimer.lap`). The laps are a few per batched search
-step (a step searches every game in flight), never per position (as many
+step (a step searches every game in flight), never per position (about as many
 clock reads as the ``perf_counter`` pairs they replaced), and the games are the
 same with a timer or without.
 
